@@ -1,0 +1,98 @@
+# The course's commands. The two that matter, from a fresh clone:
+#   make tutorial   create .venv, install requirements.txt, build and run every chapter's demo
+#   make test       every chapter's tests and notebooks (what CI runs)
+# And: make doctor (diagnose the build environment), make gpu-check (on a GPU machine),
+# make lint, make clean. `make help` lists them.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+VENV_PY := $(VENV)/bin/python
+# PY=python3 runs everything with an existing interpreter instead of .venv (the GPU machine,
+# whose python3 already has torch and has no internet to install one).
+PY ?= $(VENV_PY)
+ifeq ($(PY),$(VENV_PY))
+ENV_READY := $(VENV)/.installed
+endif
+
+CHAPTERS := $(sort $(wildcard chapter*_*))
+DEMOS := $(wildcard $(addsuffix /demo.py,$(CHAPTERS)))
+NOTEBOOKS := $(wildcard $(addsuffix /*.ipynb,$(CHAPTERS)))
+
+# JIT builds go to build/torch_extensions (one folder per torch version, see chapter 1), where
+# a learner can look at them and `make clean` removes them.
+export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/build/torch_extensions
+
+# CUDA build settings for machines without a GPU (CI, laptops), where torch cannot guess them.
+# nvcc is rarely on PATH after a toolkit install; torch finds it through CUDA_HOME.
+ifeq ($(origin CUDA_HOME),undefined)
+ifneq ($(wildcard /usr/local/cuda/bin/nvcc),)
+export CUDA_HOME := /usr/local/cuda
+endif
+endif
+# With no GPU to ask, torch fails with an IndexError choosing the architecture: compile for
+# the course's GPU, the H100 (compute capability 9.0). On a GPU machine torch asks the GPU.
+ifeq ($(origin TORCH_CUDA_ARCH_LIST),undefined)
+ifeq ($(shell nvidia-smi -L 2>/dev/null),)
+export TORCH_CUDA_ARCH_LIST := 9.0
+endif
+endif
+# A toolkit with only nvcc lacks the cuBLAS/cuSPARSE headers that ATen/cuda/CUDAContext.h
+# includes; torch's pip wheels bring them under site-packages/nvidia/cu13/include.
+# (Recursively expanded, so a .venv created by this very make run is seen.)
+NVIDIA_INCLUDE = $(abspath $(firstword $(wildcard $(VENV)/lib/python3*/site-packages/nvidia/cu13/include)))
+ifeq ($(wildcard $(CUDA_HOME)/include/cusparse.h),)
+CPATH_FROM_ENV := $(CPATH)
+export CPATH = $(subst $(eval) ,:,$(strip $(NVIDIA_INCLUDE) $(CPATH_FROM_ENV)))
+endif
+
+.PHONY: help tutorial test doctor gpu-check lint clean
+
+help:
+	@echo "make tutorial   set up .venv, then build and run every chapter's demo"
+	@echo "make test       run every test and notebook (CI runs this)"
+	@echo "make doctor     check python, torch, nvcc, CUDA_HOME, ninja, compiler, GPU, arch list"
+	@echo "make gpu-check  on a GPU machine: build, test, compute-sanitizer, benchmarks"
+	@echo "make lint       ruff (Python) and clang-format (C++/CUDA) in check mode"
+	@echo "make clean      remove builds and caches (keeps .venv)"
+
+$(VENV)/.installed: requirements.txt
+	@test -x $(VENV_PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "installing requirements.txt into $(VENV) (first time: torch is a few GB, minutes)"
+	$(VENV_PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	@touch $@
+
+tutorial: $(ENV_READY)
+	@for demo in $(DEMOS); do \
+	  echo; echo "======== $$demo ========"; \
+	  $(PY) $$demo; \
+	done
+	@echo; echo "Tutorial done. Next: read chapter1_cpp_to_python/README.md and open its notebook."
+
+test: $(ENV_READY)
+	$(PY) -m pytest tests $(CHAPTERS) --nbmake $(NOTEBOOKS) $(PYTEST_ARGS)
+
+doctor: $(ENV_READY)
+	@$(PY) tools/doctor.py
+
+gpu-check: $(ENV_READY)
+	MAX_JOBS=$${MAX_JOBS:-16} $(PY) tools/gpu_check.py $(GPU_CHECK_ARGS)
+
+lint: $(ENV_READY)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m clang_format --dry-run --Werror $$(git ls-files '*.cpp' '*.cu' '*.cuh' '*.h')
+
+clean:
+	rm -rf build $(addsuffix /build,$(CHAPTERS)) $(addsuffix /*.egg-info,$(CHAPTERS))
+	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print | xargs rm -rf
+	rm -rf .pytest_cache .ruff_cache
+
+# `make print-env`: the build variables this Makefile exports (a debugging aid for the doctor).
+.PHONY: print-env
+print-env:
+	@echo "CUDA_HOME=$${CUDA_HOME-}"; echo "TORCH_CUDA_ARCH_LIST=$${TORCH_CUDA_ARCH_LIST-}"
+	@echo "CPATH=$${CPATH-}"; echo "TORCH_EXTENSIONS_DIR=$${TORCH_EXTENSIONS_DIR-}"

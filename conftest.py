@@ -1,0 +1,60 @@
+"""Shared pytest fixtures for every chapter of the course.
+
+- `device`: run a test once on "cpu" and once on "cuda"; the CUDA case is skipped, with the
+  reason printed, on a machine without a GPU (CI, most laptops).
+- `@pytest.mark.cuda`: the same skip for a whole test that only makes sense on a GPU.
+- `@pytest.mark.sanitize`: small-shape CUDA tests that `make gpu-check` reruns under
+  compute-sanitizer (its checks slow kernels 10-100x, so only small shapes go there).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import pytest
+import torch
+
+
+def _no_cuda_reason() -> str | None:
+    """Why CUDA tests cannot run here, or None when they can."""
+    if torch.version.cuda is None:
+        return f"no CUDA: this torch ({torch.__version__}) is a CPU-only build"
+    if not torch.cuda.is_available():
+        return "no CUDA device: torch.cuda.is_available() is False (run make gpu-check on a GPU)"
+    return None
+
+
+NO_CUDA_REASON = _no_cuda_reason()
+HAS_CUDA = NO_CUDA_REASON is None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    gpu = torch.cuda.get_device_name() if HAS_CUDA else NO_CUDA_REASON
+    return [
+        f"torch {torch.__version__} (CUDA {torch.version.cuda}), python {platform.python_version()}",
+        f"gpu: {gpu}",
+        f"TORCH_EXTENSIONS_DIR={os.environ.get('TORCH_EXTENSIONS_DIR', '(unset: chapter default)')}",
+    ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAS_CUDA:
+        return
+    skip_cuda = pytest.mark.skip(reason=NO_CUDA_REASON)
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip_cuda)
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """Each test that takes `device` runs on the CPU and, where there is one, on the GPU."""
+    return torch.device(request.param)
+
+
+@pytest.fixture
+def generator() -> torch.Generator:
+    """A seeded CPU generator: random test data that is the same on every run."""
+    return torch.Generator().manual_seed(0)
+
