@@ -20,7 +20,6 @@ endif
 
 CHAPTERS := $(sort $(wildcard chapter*_*))
 DEMOS := $(wildcard $(addsuffix /demo.py,$(CHAPTERS)))
-NOTEBOOKS := $(wildcard $(addsuffix /*.ipynb,$(CHAPTERS)))
 
 # JIT builds go to build/torch_extensions (one folder per torch version, see chapter 1), where
 # a learner can look at them and `make clean` removes them.
@@ -73,7 +72,7 @@ tutorial: $(ENV_READY)
 	@echo; echo "Tutorial done. Next: read chapter1_cpp_to_python/README.md and open its notebook."
 
 test: $(ENV_READY)
-	$(PY) -m pytest tests $(CHAPTERS) --nbmake $(NOTEBOOKS) $(PYTEST_ARGS)
+	$(PY) -m pytest --nbmake tests $(CHAPTERS) $(PYTEST_ARGS)
 
 doctor: $(ENV_READY)
 	@$(PY) tools/doctor.py

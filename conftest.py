@@ -57,4 +57,3 @@ def device(request: pytest.FixtureRequest) -> torch.device:
 def generator() -> torch.Generator:
     """A seeded CPU generator: random test data that is the same on every run."""
     return torch.Generator().manual_seed(0)
-

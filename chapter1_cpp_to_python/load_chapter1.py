@@ -32,7 +32,7 @@ def build_root() -> Path:
     return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_")
 
 
-def _load(name: str, sources: list[str], first_build_s: int, **flags) -> ModuleType:
+def _load(name: str, sources: list[str], first_build_s: int, verbose: bool) -> ModuleType:
     build_directory = build_root() / name
     build_directory.mkdir(parents=True, exist_ok=True)
     print(f"[chapter 1] loading '{name}' (first build ~{first_build_s} s on 2 cores, cached after)")
@@ -45,35 +45,36 @@ def _load(name: str, sources: list[str], first_build_s: int, **flags) -> ModuleT
         sources=[str(HERE / s) for s in sources],
         # Flags for the host compiler, appended to torch's own (-fPIC -std=c++17 and the include
         # paths). Torch adds no -O flag to JIT builds, so without this the code is built -O0.
-        extra_cflags=flags.get("extra_cflags", ["-O3"]),
+        extra_cflags=["-O3"],
         # Flags for the linker, e.g. ["-lcublas"]; torch already links libc10, libtorch,
         # libtorch_cpu and libtorch_python.
-        extra_ldflags=flags.get("extra_ldflags", []),
+        extra_ldflags=[],
         # Where build.ninja, the object files and <name>.so go. Without it: $TORCH_EXTENSIONS_DIR/
         # <name>, else ~/.cache/torch_extensions/py311_cu130/<name>.
         build_directory=str(build_directory),
         # True prints the ninja command lines; turn it on whenever a build misbehaves.
-        verbose=flags.get("verbose", False),
+        verbose=verbose,
     )
     print(f"[chapter 1] '{name}' ready in {time.perf_counter() - start:.1f} s: {module.__file__}")
     return module
 
 
+# One module object per name and process: tests, the notebook and the benchmark all share it.
 _cache: dict[str, ModuleType] = {}
 
 
-def load_addone(**flags) -> ModuleType:
+def load_addone(verbose: bool = False) -> ModuleType:
     """The `addone` module: addone(x: int) -> int, build_info() -> str."""
     if "addone" not in _cache:
-        _cache["addone"] = _load("addone", ["addone.cpp"], first_build_s=10, **flags)
+        _cache["addone"] = _load("addone", ["addone.cpp"], first_build_s=10, verbose=verbose)
     return _cache["addone"]
 
 
-def load_pybind_features(**flags) -> ModuleType:
+def load_pybind_features(verbose: bool = False) -> ModuleType:
     """The `pybind_features` module (containers, kwargs, a class, exceptions, the GIL, tensors)."""
     if "pybind_features" not in _cache:
         _cache["pybind_features"] = _load(
-            "pybind_features", ["pybind_features.cpp"], first_build_s=45, **flags
+            "pybind_features", ["pybind_features.cpp"], first_build_s=35, verbose=verbose
         )
     return _cache["pybind_features"]
 
@@ -82,4 +83,6 @@ if __name__ == "__main__":
     addone = load_addone()
     print(f"addone.addone(41) = {addone.addone(41)}   ({addone.build_info()})")
     features = load_pybind_features()
-    print(f"pybind_features.word_lengths(['gpu', 'kernel']) = {features.word_lengths(['gpu', 'kernel'])}")
+    print(
+        f"pybind_features.word_lengths(['gpu', 'kernel']) = {features.word_lengths(['gpu', 'kernel'])}"
+    )

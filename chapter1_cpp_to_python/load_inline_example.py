@@ -27,7 +27,7 @@ def load_addone_inline():
         cpp_sources=[CPP_SOURCE],
         # functions= writes the PYBIND11_MODULE block for us: one m.def per name listed. The
         # generated file includes <torch/extension.h>, so the first build takes as long as a
-        # tensor extension's (~35 s on 2 cores), even for one line of C++.
+        # tensor extension's (~30 s on 2 cores), even for one line of C++.
         functions=["addone"],
         extra_cflags=["-O3"],
         build_directory=str(build_directory),
@@ -36,6 +36,6 @@ def load_addone_inline():
 
 
 if __name__ == "__main__":
-    print("[chapter 1] loading 'addone_inline' (first build ~35 s on 2 cores, cached after)")
+    print("[chapter 1] loading 'addone_inline' (first build ~30 s on 2 cores, cached after)")
     module = load_addone_inline()
     print(f"addone_inline.addone(41) = {module.addone(41)}   ({module.__file__})")

@@ -49,7 +49,9 @@ def test_addone_adds_one(addone, x):
 def test_addone_rejects_non_integers_with_type_error(addone, bad):
     # pybind11 converts only what fits the C++ type; everything else is a TypeError that lists
     # the signatures it would have accepted.
-    with pytest.raises(TypeError, match=r"(?s)incompatible function arguments.*\(x: typing.SupportsInt\)"):
+    with pytest.raises(
+        TypeError, match=r"(?s)incompatible function arguments.*\(x: typing.SupportsInt\)"
+    ):
         addone.addone(bad)
 
 
@@ -92,7 +94,9 @@ def test_setup_py_builds_a_wheel_that_installs_and_imports(tmp_path):
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     # Build from a copy, so that setuptools' build/ and egg-info stay out of the chapter folder.
     source = tmp_path / "src"
-    shutil.copytree(HERE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    shutil.copytree(
+        HERE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    )
     subprocess.run(
         [*pip, "wheel", "--no-build-isolation", "--no-deps", "-w", str(wheel_dir), str(source)],
         check=True,
@@ -327,6 +331,30 @@ def test_failed_rebuild_leaves_the_old_module_bound_and_a_good_one_replaces_it(t
     assert fixed.addone(1) == 101
     assert fixed.__name__.startswith("stale_demo_v"), "torch loads an edited source as a new name"
     assert module.addone(1) == 2, "and the old module object keeps the old code"
+
+
+# ---- the scripts a reader runs ------------------------------------------------------------------
+
+
+def test_benchmark_quick_run_measures_every_case(tmp_path):
+    import benchmark
+
+    result = benchmark.main(["--quick", "--out", str(tmp_path)])
+    assert len(result["per_call"]) == 7 and len(result["loops"]) == 5 and len(result["gil"]) == 3
+    cost = {row["case"]: row["ns_per_call"] for row in result["per_call"]}
+    # A tensor op (dispatch, allocation) costs tens of times a bare call; a wide margin, no flake.
+    assert cost["torch op `torch.add(t, 1)` on 1 element"] > 5 * cost["C++ `noop()` via pybind11"]
+    table = (tmp_path / "chapter1_crossing.md").read_text()
+    assert "C++ `addone(1)` via pybind11" in table and "GIL released" in table
+
+
+def test_demo_runs_every_section(capsys):
+    import demo
+
+    demo.main()
+    out = capsys.readouterr().out
+    for expected in ["addone.addone(41) = 42", "StatsError", "GIL released", "after add_one_"]:
+        assert expected in out
 
 
 if __name__ == "__main__":

@@ -1,0 +1,110 @@
+"""Checks on the repository itself: the set-up files agree, every chapter has its parts, and the
+gpu-check script's helpers behave. Runs in `make test` with everything else."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
+
+
+def load_tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def requirement_lines() -> list[str]:
+    lines = (REPO / "requirements.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_requirements_pin_every_package_exactly():
+    unpinned = [line for line in requirement_lines() if not re.fullmatch(r"[\w.-]+==[\w.+]+", line)]
+    assert unpinned == [], "pin with == so every learner builds against the same versions"
+
+
+def test_requirements_pin_the_torch_of_the_gpu_machine():
+    assert "torch==2.11.0" in requirement_lines()
+    assert torch.__version__.split("+")[0] == "2.11.0", "the environment must match the pin"
+
+
+def test_environment_yml_installs_requirements_txt_with_python_311():
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    deps = env["dependencies"]
+    assert "python=3.11" in deps
+    assert "pip" in deps
+    pip_section = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
+    # The conda file points at requirements.txt instead of repeating it, so the two cannot drift.
+    assert pip_section == ["-r requirements.txt"]
+
+
+def test_readme_gives_exactly_the_two_setup_commands():
+    readme = (REPO / "README.md").read_text()
+    setup = readme.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"^(make \S+)$", setup, flags=re.M)
+    assert commands == ["make tutorial", "make test"]
+
+
+def test_makefile_has_every_documented_target():
+    makefile = (REPO / "Makefile").read_text()
+    for target in ["tutorial", "test", "doctor", "gpu-check", "clean", "lint"]:
+        assert re.search(rf"^{target}:", makefile, flags=re.M), f"make {target} is missing"
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in ci
+    assert re.search(r"^make test\b", ci, flags=re.M)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_every_chapter_has_lesson_tests_notebook_and_demo(chapter):
+    number = re.match(r"chapter(\d+)_", chapter.name).group(1)
+    for part in ["README.md", f"test_chapter{number}.py", f"chapter{number}.ipynb", "demo.py"]:
+        assert (chapter / part).exists(), f"{chapter.name} has no {part}"
+
+
+def test_gpu_check_reads_the_pytest_summary_line():
+    gpu_check = load_tool("gpu_check")
+    lines = ["...", "==== 40 passed, 1 skipped in 30.55s ====", ""]
+    assert gpu_check.pytest_summary(lines) == "40 passed, 1 skipped in 30.55s"
+    assert (
+        gpu_check.pytest_summary(["3 failed, 2 passed in 1.00s"]) == "3 failed, 2 passed in 1.00s"
+    )
+    assert gpu_check.pytest_summary(["no summary here"]) is None
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU"
+)
+def test_gpu_check_refuses_without_a_gpu(capsys, tmp_path):
+    gpu_check = load_tool("gpu_check")
+    assert gpu_check.main(["--out", str(tmp_path)]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+FENCE = re.compile(r'^```\w+ title="([^"]+)"\n(.*?)^```$', flags=re.M | re.S)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_code_quoted_in_a_lesson_is_the_code_in_its_file(chapter):
+    """A block fenced as ```cpp title="addone.cpp" must appear, line for line, in that file."""
+    lesson = (chapter / "README.md").read_text()
+    blocks = FENCE.findall(lesson)
+    assert blocks, f"{chapter.name}/README.md quotes no source file"
+    for filename, block in blocks:
+        source = (chapter / filename).read_text()
+        assert block in source, (
+            f"{chapter.name}/README.md quotes {filename} text it does not contain"
+        )

@@ -1,0 +1,241 @@
+"""make gpu-check: every GPU claim of the course checked in one command, on a machine with a GPU.
+
+    make gpu-check                    # with the course's .venv
+    make gpu-check PY=python3         # with an interpreter that already has torch (the GPU machine)
+    python tools/gpu_check.py --out DIR --skip-sanitizer --skip-benchmarks
+
+Steps: the environment (make doctor's report), build every chapter (MAX_JOBS parallel jobs), run
+all tests with CUDA, rerun the tests marked `sanitize` under each compute-sanitizer tool, run every
+chapter's benchmark.py. Writes gpu_check.json and gpu_check.md (device, versions, date, each step's
+result) and the benchmarks' own tables to --out (default: $OUT if set, else docs/perf/).
+Exits non-zero if any step failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+
+
+def load_doctor():
+    spec = importlib.util.spec_from_file_location("doctor", REPO / "tools" / "doctor.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["doctor"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_step(name: str, command: list[str], log: Path, timeout_s: int = 3600) -> dict:
+    """Run one command, stream its output to the terminal and the log, return its result."""
+    print(f"\n==== {name}: {' '.join(command)}", flush=True)
+    start = time.perf_counter()
+    lines: list[str] = []
+    with log.open("a") as log_file:
+        log_file.write(f"\n==== {name}: {' '.join(command)}\n")
+        process = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            sys.stdout.write(line)
+            log_file.write(line)
+            lines.append(line.rstrip("\n"))
+        returncode = process.wait(timeout=timeout_s)
+    seconds = time.perf_counter() - start
+    status = "passed" if returncode == 0 else f"FAILED (exit {returncode})"
+    print(f"==== {name}: {status} in {seconds:.1f} s", flush=True)
+    return {
+        "step": name,
+        "returncode": returncode,
+        "seconds": round(seconds, 1),
+        "tail": lines[-5:],
+    }
+
+
+def pytest_summary(lines: list[str]) -> str | None:
+    """The closing '=== 40 passed, 1 skipped in 30.5s ===' line of a pytest run, unframed."""
+    pattern = re.compile(r"^=*\s*((\d+ \w+(, )?)+.* in [\d.]+s.*?)\s*=*$")
+    for line in reversed(lines):
+        match = pattern.match(line.strip())
+        if match:
+            return match.group(1)
+    return None
+
+
+def device_facts() -> dict:
+    import torch
+
+    facts = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "python": sys.version.split()[0],
+        "gpus": [],
+    }
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        facts["gpus"].append(
+            {
+                "name": props.name,
+                "capability": f"{props.major}.{props.minor}",
+                "memory_gib": round(props.total_memory / 2**30, 1),
+                "multiprocessors": props.multi_processor_count,
+            }
+        )
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        facts["driver"] = smi.stdout.strip().splitlines()[0] if smi.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        facts["driver"] = None
+    return facts
+
+
+def to_markdown(facts: dict, steps: list[dict], benchmark_tables: list[str]) -> str:
+    gpus = ", ".join(f"{g['name']} (sm_{g['capability'].replace('.', '')})" for g in facts["gpus"])
+    lines = [
+        "# make gpu-check",
+        "",
+        f"{gpus or 'no GPU'}; driver {facts['driver']}; torch {facts['torch']} (CUDA "
+        f"{facts['torch_cuda']}), Python {facts['python']}; {facts['date']}.",
+        "",
+        "| step | result | seconds | summary |",
+        "| --- | --- | ---: | --- |",
+    ]
+    for s in steps:
+        result = "passed" if s["returncode"] == 0 else f"FAILED ({s['returncode']})"
+        lines.append(f"| {s['step']} | {result} | {s['seconds']} | {s.get('summary') or ''} |")
+    for table in benchmark_tables:
+        lines += ["", table]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_out = os.environ.get("OUT") or str(REPO / "docs" / "perf")
+    parser.add_argument("--out", type=Path, default=Path(default_out))
+    parser.add_argument("--skip-sanitizer", action="store_true")
+    parser.add_argument("--skip-benchmarks", action="store_true")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gpu-check needs a CUDA GPU, and torch.cuda.is_available() is False here.")
+        print("On a machine without one, `make test` is the check (CUDA tests are skipped there).")
+        return 2
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "gpu_check.log"
+    log.write_text("")
+    python = sys.executable
+    steps: list[dict] = []
+
+    doctor = load_doctor()
+    env = doctor.collect()
+    report = doctor.format_report(env, doctor.diagnose(env))
+    print(report)
+    with log.open("a") as f:
+        f.write(report + "\n")
+
+    for chapter in CHAPTERS:
+        for loader in sorted(chapter.glob("load_chapter*.py")):
+            steps.append(run_step(f"build {chapter.name}", [python, str(loader)], log))
+
+    pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-rs"]
+    tests = run_step("tests (all, CUDA)", [*pytest, "tests", *map(str, CHAPTERS)], log)
+    tests["summary"] = pytest_summary(tests.pop("tail"))
+    steps.append(tests)
+
+    if not args.skip_sanitizer:
+        sanitizer = shutil.which("compute-sanitizer")
+        collected = subprocess.run(
+            [*pytest, "-m", "sanitize", "--collect-only", "-q", *map(str, CHAPTERS)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        if collected.returncode == 5:
+            print(
+                "\n==== compute-sanitizer: no test is marked `sanitize` yet (chapters with CUDA "
+                "kernels add theirs); nothing to run"
+            )
+        elif sanitizer is None:
+            steps.append(
+                {
+                    "step": "compute-sanitizer",
+                    "returncode": 127,
+                    "seconds": 0,
+                    "summary": "compute-sanitizer not found on PATH",
+                }
+            )
+        else:
+            for tool in SANITIZER_TOOLS:
+                step = run_step(
+                    f"compute-sanitizer --tool {tool}",
+                    [
+                        sanitizer,
+                        "--tool",
+                        tool,
+                        "--error-exitcode",
+                        "99",
+                        *pytest,
+                        "-q",
+                        "-m",
+                        "sanitize",
+                        *map(str, CHAPTERS),
+                    ],
+                    log,
+                )
+                step["summary"] = pytest_summary(step.pop("tail"))
+                steps.append(step)
+
+    benchmark_tables = []
+    if not args.skip_benchmarks:
+        bench_out = args.out / "benchmarks"
+        for chapter in CHAPTERS:
+            script = chapter / "benchmark.py"
+            if script.exists():
+                step = run_step(
+                    f"benchmark {chapter.name}", [python, str(script), "--out", str(bench_out)], log
+                )
+                step.pop("tail")
+                steps.append(step)
+        benchmark_tables = [p.read_text() for p in sorted(bench_out.glob("*.md"))]
+
+    for step in steps:
+        step.pop("tail", None)
+    facts = device_facts()
+    (args.out / "gpu_check.json").write_text(
+        json.dumps({"device": facts, "steps": steps}, indent=2) + "\n"
+    )
+    summary = to_markdown(facts, steps, benchmark_tables)
+    (args.out / "gpu_check.md").write_text(summary)
+    print("\n" + summary)
+    failed = [s["step"] for s in steps if s["returncode"] != 0]
+    print(
+        f"gpu-check: {'FAILED: ' + ', '.join(failed) if failed else 'all steps passed'}; "
+        f"results in {args.out}"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
