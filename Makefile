@@ -18,6 +18,8 @@ ifeq ($(PY),$(VENV_PY))
 ENV_READY := $(VENV)/.installed
 endif
 
+CLANG_FORMAT ?= $(if $(wildcard $(VENV)/bin/clang-format),$(VENV)/bin/clang-format,clang-format)
+
 CHAPTERS := $(sort $(wildcard chapter*_*))
 DEMOS := $(wildcard $(addsuffix /demo.py,$(CHAPTERS)))
 
@@ -83,7 +85,7 @@ gpu-check: $(ENV_READY)
 lint: $(ENV_READY)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m clang_format --dry-run --Werror $$(git ls-files '*.cpp' '*.cu' '*.cuh' '*.h')
+	$(CLANG_FORMAT) --dry-run --Werror $$(git ls-files '*.cpp' '*.cu' '*.cuh' '*.h')
 
 clean:
 	rm -rf build $(addsuffix /build,$(CHAPTERS)) $(addsuffix /*.egg-info,$(CHAPTERS))

@@ -42,8 +42,7 @@ std::map<std::string, int64_t> word_lengths(const std::vector<std::string>& word
 
 // ---- 2. Keyword and default arguments: declared with py::arg in the binding below -----------
 
-std::vector<double> scale_and_shift(const std::vector<double>& values, double scale,
-                                    double shift) {
+std::vector<double> scale_and_shift(const std::vector<double>& values, double scale, double shift) {
   std::vector<double> out(values.size());
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i] * scale + shift;
   return out;
@@ -240,8 +239,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   m.def("describe_tensor", &describe_tensor, "dtype, shape, device and layout of a tensor.",
         py::arg("t"));
-  m.def("add_one_", &add_one_, "Add 1 in place to a contiguous float32 CPU tensor.",
-        py::arg("t"));
+  m.def("add_one_", &add_one_, "Add 1 in place to a contiguous float32 CPU tensor.", py::arg("t"));
   m.def("tensor_identity", &tensor_identity, "Return t: the cost of passing a tensor.",
         py::arg("t"));
   m.def("build_info", &build_info, "When this build of the module was compiled.");

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -108,3 +109,37 @@ def test_code_quoted_in_a_lesson_is_the_code_in_its_file(chapter):
         assert block in source, (
             f"{chapter.name}/README.md quotes {filename} text it does not contain"
         )
+
+
+def _tool(name: str) -> str:
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        pytest.skip(f"{name} is not installed next to this Python (it comes with requirements.txt)")
+    return str(path)
+
+
+def test_python_is_ruff_clean():
+    result = subprocess.run(
+        [_tool("ruff"), "check", "--no-cache", "."], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout
+    result = subprocess.run(
+        [_tool("ruff"), "format", "--check", "--no-cache", "."],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout
+
+
+def test_cpp_and_cuda_are_clang_formatted():
+    sources = [
+        str(p) for p in REPO.glob("chapter*_*/**/*") if p.suffix in {".cpp", ".cu", ".cuh", ".h"}
+    ]
+    result = subprocess.run(
+        [_tool("clang-format"), "--dry-run", "--Werror", *sources],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
