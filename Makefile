@@ -16,6 +16,8 @@ VENV_PY := $(VENV)/bin/python
 PY ?= $(VENV_PY)
 ifeq ($(PY),$(VENV_PY))
 ENV_READY := $(VENV)/.installed
+# As if the venv were activated: torch runs `ninja` from PATH, and the pinned one is in .venv/bin.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 endif
 
 CLANG_FORMAT ?= $(if $(wildcard $(VENV)/bin/clang-format),$(VENV)/bin/clang-format,clang-format)
@@ -42,12 +44,14 @@ export TORCH_CUDA_ARCH_LIST := 9.0
 endif
 endif
 # A toolkit with only nvcc lacks the cuBLAS/cuSPARSE headers that ATen/cuda/CUDAContext.h
-# includes; torch's pip wheels bring them under site-packages/nvidia/cu13/include.
+# includes; torch's pip wheels bring them in .venv's site-packages/nvidia/cu13/include.
 # (Recursively expanded, so a .venv created by this very make run is seen.)
-NVIDIA_INCLUDE = $(abspath $(firstword $(wildcard $(VENV)/lib/python3*/site-packages/nvidia/cu13/include)))
+ifdef ENV_READY
 ifeq ($(wildcard $(CUDA_HOME)/include/cusparse.h),)
+NVIDIA_INCLUDE = $(abspath $(firstword $(wildcard $(VENV)/lib/python3*/site-packages/nvidia/cu13/include)))
 CPATH_FROM_ENV := $(CPATH)
 export CPATH = $(subst $(eval) ,:,$(strip $(NVIDIA_INCLUDE) $(CPATH_FROM_ENV)))
+endif
 endif
 
 .PHONY: help tutorial test doctor gpu-check lint clean

@@ -9,6 +9,7 @@ the tests, the notebook and the benchmark share, so a module is compiled once an
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,7 +33,16 @@ def build_root() -> Path:
     return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_")
 
 
+def _put_ninja_on_path() -> None:
+    """torch runs `ninja` from PATH. `pip install ninja` puts it next to the Python executable,
+    which is on PATH only in an activated venv; this makes `.venv/bin/python <script>` work too."""
+    python_bin = Path(sys.executable).parent
+    if shutil.which("ninja") is None and (python_bin / "ninja").exists():
+        os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 def _load(name: str, sources: list[str], first_build_s: int, verbose: bool) -> ModuleType:
+    _put_ninja_on_path()
     build_directory = build_root() / name
     build_directory.mkdir(parents=True, exist_ok=True)
     print(f"[chapter 1] loading '{name}' (first build ~{first_build_s} s on 2 cores, cached after)")
