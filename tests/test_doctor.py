@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def healthy():
         ninja_version="1.11.1",
         compiler="/usr/bin/c++",
         compiler_version="c++ (Debian 12.2.0-14+deb12u1) 12.2.0",
+        compiler_links_shared_libstdcxx=True,
         gpus=(("NVIDIA H100 80GB HBM3", (9, 0)),),
         arch_list_env="9.0",
         torch_arch_list=("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
@@ -166,6 +168,21 @@ def test_missing_ninja_is_an_error(healthy):
     (problem,) = errors(dataclasses.replace(healthy, ninja_version=None))
     assert "ninja" in problem.what
     assert "pip install ninja" in problem.fix
+
+
+def test_compiler_that_links_libstdcxx_statically_is_an_error(healthy):
+    (problem,) = errors(dataclasses.replace(healthy, compiler_links_shared_libstdcxx=False))
+    assert "libstdc++" in problem.what and "Segmentation fault" in problem.what
+    assert "CXX=c++" in problem.fix
+
+
+def test_unchecked_libstdcxx_linkage_is_no_problem(healthy):
+    assert doctor.diagnose(dataclasses.replace(healthy, compiler_links_shared_libstdcxx=None)) == []
+
+
+def test_this_machines_compiler_links_libstdcxx_as_a_shared_library():
+    # What the probe says about the compiler CI uses; the GPU machine's $CXX failed this once.
+    assert doctor._links_shared_libstdcxx(shutil.which("c++")) in (True, None)
 
 
 def test_missing_compiler_is_an_error(healthy):

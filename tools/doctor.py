@@ -18,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -66,6 +67,9 @@ class Environment:
     ninja_version: str | None
     compiler: str | None  # $CXX or c++, as found on PATH
     compiler_version: str | None  # first line of `<compiler> --version`
+    # Does a shared library this compiler links load libstdc++.so (True), or carry a static copy
+    # of the C++ runtime (False)? None: not checked (no compiler, or no ldd).
+    compiler_links_shared_libstdcxx: bool | None
     gpus: tuple[Gpu, ...]  # (name, (major, minor)) for each visible GPU
     arch_list_env: str | None  # $TORCH_CUDA_ARCH_LIST
     torch_arch_list: tuple[str, ...]  # torch.cuda.get_arch_list(): "sm_90", ...
@@ -130,6 +134,36 @@ def _compiler() -> tuple[str | None, str | None]:
         return None, None
     output = _run([path, *command[1:], "--version"])
     return path, output.splitlines()[0].strip() if output else None
+
+
+PROBE_CPP = """
+#include <sstream>
+#include <string>
+std::string probe(long x) { std::ostringstream s; s << x; return s.str(); }
+"""
+
+
+def _links_shared_libstdcxx(compiler: str | None) -> bool | None:
+    """Link a tiny shared library the way torch links an extension and ask ldd what it needs.
+
+    A compiler that cannot find libstdc++.so links the static libstdc++.a into the library
+    instead. The extension then brings a second copy of the C++ runtime into a process that
+    already has one (torch's), and crashes the first time it formats a number through iostreams
+    (seen on the course's GPU machine, whose $CXX was such a compiler).
+    """
+    if compiler is None or shutil.which("ldd") is None:
+        return None
+    command = shlex.split(os.environ.get("CXX") or "c++")
+    with tempfile.TemporaryDirectory() as tmp:
+        source, library = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
+        source.write_text(PROBE_CPP)
+        if (
+            _run([compiler, *command[1:], "-shared", "-fPIC", str(source), "-o", str(library)])
+            is None
+        ):
+            return None
+        needed = _run(["ldd", str(library)])
+    return None if needed is None else "libstdc++" in needed
 
 
 def _gpus() -> tuple[Gpu, ...]:
@@ -235,6 +269,7 @@ def collect() -> Environment:
         ninja_version=_ninja_version(),
         compiler=compiler,
         compiler_version=compiler_version,
+        compiler_links_shared_libstdcxx=_links_shared_libstdcxx(compiler),
         gpus=_gpus(),
         arch_list_env=os.environ.get("TORCH_CUDA_ARCH_LIST") or None,
         torch_arch_list=_torch_arch_list(),
@@ -452,6 +487,16 @@ def diagnose(env: Environment) -> list[Problem]:
                 "install g++ (`sudo apt install g++`, or `conda install gxx`), or point $CXX at one",
             )
         )
+    if env.compiler is not None and env.compiler_links_shared_libstdcxx is False:
+        problems.append(
+            Problem(
+                "error",
+                f"{env.compiler} links the C++ runtime (libstdc++) statically into shared "
+                "libraries: an extension then carries a second copy of it next to torch's, and "
+                "crashes (Segmentation fault) in iostream or locale code",
+                "use the system compiler: `export CXX=c++` (or `unset CXX`), then `make clean`",
+            )
+        )
     if env.other_builds:
         names = ", ".join(env.other_builds)
         problems.append(
@@ -501,6 +546,14 @@ def _verdict(env: Environment, problems: list[Problem]) -> str:
     return f"Verdict: ready to build {what} extensions{tail}."
 
 
+def _runtime_line(shared: bool | None) -> str:
+    if shared is None:
+        return "(not checked)"
+    if shared:
+        return "extensions load the shared libstdc++.so, like torch"
+    return "STATIC libstdc++ linked into every extension (see the error below)"
+
+
 def format_report(env: Environment, problems: list[Problem]) -> str:
     """The report `make doctor` prints: the facts, each problem with its fix, a verdict."""
     rows = [
@@ -515,6 +568,7 @@ def format_report(env: Environment, problems: list[Problem]) -> str:
         ),
         ("ninja", env.ninja_version or "not found"),
         ("C++ compiler", f"{env.compiler_version} ({env.compiler})" if env.compiler else "none"),
+        ("C++ runtime", _runtime_line(env.compiler_links_shared_libstdcxx)),
     ]
     if env.gpus:
         for i, (name, (major, minor)) in enumerate(env.gpus):

@@ -150,10 +150,20 @@ def main(argv: list[str] | None = None) -> int:
 
     doctor = load_doctor()
     env = doctor.collect()
-    report = doctor.format_report(env, doctor.diagnose(env))
+    problems = doctor.diagnose(env)
+    report = doctor.format_report(env, problems)
     print(report)
     with log.open("a") as f:
         f.write(report + "\n")
+    errors = [p.what for p in problems if p.severity == "error"]
+    steps.append(
+        {
+            "step": "doctor",
+            "returncode": 1 if errors else 0,
+            "seconds": 0,
+            "summary": "; ".join(errors) or f"{len(problems)} warning(s), no error",
+        }
+    )
 
     for chapter in CHAPTERS:
         for loader in sorted(chapter.glob("load_chapter*.py")):
