@@ -43,7 +43,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip_cuda = pytest.mark.skip(reason=NO_CUDA_REASON)
     for item in items:
-        if "cuda" in item.keywords:
+        if item.get_closest_marker("cuda"):
             item.add_marker(skip_cuda)
 
 

@@ -1,6 +1,6 @@
 """The cost of crossing from Python into C++: per call, per loop, and with or without the GIL.
 
-    python chapter1_cpp_to_python/benchmark.py            # full run, ~1 minute; prints tables
+    python chapter1_cpp_to_python/benchmark.py            # full run, ~20 s on 2 cores; prints tables
     python chapter1_cpp_to_python/benchmark.py --quick    # small sizes, a few seconds
     python chapter1_cpp_to_python/benchmark.py --out DIR  # also writes DIR/chapter1_crossing.{json,md}
 
@@ -52,7 +52,7 @@ def per_call_costs(addone, features, quick: bool) -> list[dict]:
     cases = [
         ("Python function `py_addone(1)`", lambda: py_addone(1)),
         ("builtin `abs(-1)`", lambda: abs(-1)),
-        ("C++ `noop()` via pybind11", features.noop),
+        ("C++ `noop()` via pybind11", lambda: features.noop()),
         ("C++ `addone(1)` via pybind11", lambda: addone.addone(1)),
         ("C++ `tensor_identity(t)`: a tensor crosses", lambda: features.tensor_identity(t)),
         ("torch op `torch.add(t, 1)` on 1 element", lambda: torch.add(t, 1)),

@@ -35,9 +35,11 @@ def build_root() -> Path:
 
 def _put_ninja_on_path() -> None:
     """torch runs `ninja` from PATH. `pip install ninja` puts it next to the Python executable,
-    which is on PATH only in an activated venv; this makes `.venv/bin/python <script>` work too."""
+    which is on PATH only in an activated venv. Put it first, so `.venv/bin/python <script>` works
+    too, and always with the same ninja: another version (say /usr/bin/ninja) finds the build log
+    "too old" and recompiles everything."""
     python_bin = Path(sys.executable).parent
-    if shutil.which("ninja") is None and (python_bin / "ninja").exists():
+    if (python_bin / "ninja").exists() and shutil.which("ninja") != str(python_bin / "ninja"):
         os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
 
 

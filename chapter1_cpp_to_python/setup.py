@@ -1,11 +1,13 @@
 """Way 3 of building addone: ahead of time, as an installable package, with setuptools.
 
     pip install --no-build-isolation ./chapter1_cpp_to_python
-    python -c "import chapter1_addone; print(chapter1_addone.addone(41))"
+    python -c "import torch, chapter1_addone; print(chapter1_addone.addone(41))"
 
---no-build-isolation: pip normally builds in a fresh, empty environment and would download a
-second torch (gigabytes) into it just to compile; this reuses the torch already installed, the
-one the module will run against. Chapter 5 builds a full package this way.
+--no-build-isolation: pip normally builds in a fresh environment holding only the build tools,
+where `from torch.utils.cpp_extension import ...` below fails; this builds against the torch
+already installed, the one the module will run with. `import torch` first: the module needs
+torch's shared libraries and finds them only once torch has loaded them. Chapter 5 builds a full
+package this way.
 """
 
 from setuptools import setup

@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def load_doctor():
 
 
 def run_step(name: str, command: list[str], log: Path, timeout_s: int = 3600) -> dict:
-    """Run one command, stream its output to the terminal and the log, return its result."""
+    """Run one command, stream its output to the terminal and the log, return its result.
+    A step still running after timeout_s is killed and counts as failed (exit 124)."""
     print(f"\n==== {name}: {' '.join(command)}", flush=True)
     start = time.perf_counter()
     lines: list[str] = []
@@ -48,12 +50,24 @@ def run_step(name: str, command: list[str], log: Path, timeout_s: int = 3600) ->
         process = subprocess.Popen(
             command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        assert process.stdout is not None
-        for line in process.stdout:
-            sys.stdout.write(line)
-            log_file.write(line)
-            lines.append(line.rstrip("\n"))
-        returncode = process.wait(timeout=timeout_s)
+
+        def copy_output() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                sys.stdout.write(line)
+                log_file.write(line)
+                lines.append(line.rstrip("\n"))
+
+        reader = threading.Thread(target=copy_output, daemon=True)
+        reader.start()
+        try:
+            returncode = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            returncode = 124
+            lines.append(f"killed after {timeout_s} s")
+        reader.join(timeout=10)
     seconds = time.perf_counter() - start
     status = "passed" if returncode == 0 else f"FAILED (exit {returncode})"
     print(f"==== {name}: {status} in {seconds:.1f} s", flush=True)
