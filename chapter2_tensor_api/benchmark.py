@@ -1,0 +1,201 @@
+"""Chapter 2's measurements on the CPU: the three fused_bias_relu versions against eager PyTorch,
+torch.compile and a copy of the same bytes; dispatch overhead; (B, T, F) @ (F, H) two ways.
+
+    python chapter2_tensor_api/benchmark.py                # ~3 minutes on 2 cores
+    python chapter2_tensor_api/benchmark.py --quick --no-compile   # seconds
+    python chapter2_tensor_api/benchmark.py --out DIR      # also writes DIR/chapter2_cpu.{json,md}
+
+Timings: torch.utils.benchmark (warm-up, then the median of blocked runs), random inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+
+import torch
+from torch.utils import benchmark as tb
+
+import load_chapter2
+
+
+def median_s(fn, min_run_time: float) -> float:
+    fn()  # warm-up: first-call allocations and, for torch.compile, compilation
+    return (
+        tb.Timer(stmt="fn()", globals={"fn": fn})
+        .blocked_autorange(min_run_time=min_run_time)
+        .median
+    )
+
+
+def fused_bias_relu_table(ext, quick: bool, use_compile: bool) -> list[dict]:
+    cols = 1024
+    exponents = range(10, 17, 2) if quick else range(10, 25, 2)
+    scale = 0.5
+    eager = lambda x, b: torch.relu(x * scale + b)  # noqa: E731
+    compiled = torch.compile(eager) if use_compile else None
+    rows = []
+    for e in exponents:
+        numel = 2**e
+        x = torch.randn(numel // cols, cols)
+        bias = torch.randn(cols)
+        out = torch.empty_like(x)
+        bytes_moved = 2 * x.numel() * x.element_size()  # read x once, write out once
+        cases = {
+            "copy_ (floor)": lambda: out.copy_(x),
+            "eager PyTorch": lambda: eager(x, bias),
+            "v1 ATen ops": lambda: ext.fused_bias_relu_v1_aten(x, bias, scale),
+            "v2 loop": lambda: ext.fused_bias_relu_v2_loop(x, bias, scale),
+            "v3 parallel": lambda: ext.fused_bias_relu_v3_parallel(x, bias, scale),
+        }
+        if compiled is not None:
+            cases["torch.compile"] = lambda: compiled(x, bias)
+        min_time = 0.05 if quick else 0.3
+        times = {name: median_s(fn, min_time) for name, fn in cases.items()}
+        for name, t in times.items():
+            rows.append(
+                {
+                    "numel": numel,
+                    "case": name,
+                    "us": t * 1e6,
+                    "GB/s": bytes_moved / t / 1e9,
+                    "of_floor": times["copy_ (floor)"] / t,
+                }
+            )
+    # Non-contiguous input: the raw loops copy it first (x.contiguous()); what that costs.
+    x = torch.randn(cols, 2 ** (exponents[-1] if quick else 22) // cols).t()
+    bias = torch.randn(x.shape[-1])
+    for name, fn in {
+        "v3 parallel, transposed x": lambda: ext.fused_bias_relu_v3_parallel(x, bias, scale),
+        "v3 parallel, x.contiguous() first": lambda: ext.fused_bias_relu_v3_parallel(
+            x.contiguous(), bias, scale
+        ),
+        "v3 parallel, already contiguous": (
+            lambda xc: lambda: ext.fused_bias_relu_v3_parallel(xc, bias, scale)
+        )(x.contiguous()),
+        "eager PyTorch, transposed x": lambda: eager(x, bias),
+    }.items():
+        rows.append(
+            {"numel": x.numel(), "case": name, "us": median_s(fn, 0.05 if quick else 0.3) * 1e6}
+        )
+    return rows
+
+
+def dispatch_table(ext, quick: bool) -> list[dict]:
+    batch = 64 if quick else 256
+    rows = []
+    for n in [1, 2, 4, 8, 16, 32, 64] + ([] if quick else [128]):
+        a, b = torch.randn(batch, n, n), torch.randn(batch, n, n)
+        loop = median_s(lambda: ext.matmul_loop(a, b), 0.05 if quick else 0.2)
+        batched = median_s(lambda: ext.matmul_batched(a, b), 0.05 if quick else 0.2)
+        one = median_s(lambda: torch.mm(a[0], b[0]), 0.05 if quick else 0.2)
+        rows.append(
+            {
+                "n": n,
+                "batch": batch,
+                "loop_us_per_matrix": loop / batch * 1e6,
+                "batched_us_per_matrix": batched / batch * 1e6,
+                "one_mm_us": one * 1e6,
+            }
+        )
+    return rows
+
+
+def nd_at_2d_table(quick: bool) -> list[dict]:
+    B, T, F, H = (8, 32, 128, 128) if quick else (32, 128, 512, 512)
+    x, w = torch.randn(B, T, F), torch.randn(F, H)
+    x_time_major = torch.randn(T, B, F).transpose(0, 1)  # same shape as x, not contiguous
+    cases = {
+        "torch.matmul(x, w)": lambda: torch.matmul(x, w),
+        "x.view(B*T, F) @ w, view back": lambda: (x.view(B * T, F) @ w).view(B, T, H),
+        "torch.bmm(x, w.expand(B, F, H))": lambda: torch.bmm(x, w.expand(B, F, H)),
+        "torch.matmul(x_noncontig, w)": lambda: torch.matmul(x_time_major, w),
+    }
+    flops = 2 * B * T * F * H
+    return [
+        {
+            "case": name,
+            "shape": f"({B},{T},{F}) @ ({F},{H})",
+            "us": (t := median_s(fn, 0.05 if quick else 0.3)) * 1e6,
+            "GFLOP/s": flops / t / 1e9,
+        }
+        for name, fn in cases.items()
+    ]
+
+
+def to_markdown(result: dict) -> str:
+    lines = [
+        f"{result['machine']}; torch {result['torch']}, {result['threads']} threads; {result['date']}.",
+        "",
+    ]
+    lines += [
+        "| elements (f32) | case | µs | GB/s | of copy |",
+        "| ---: | --- | ---: | ---: | ---: |",
+    ]
+    for r in result["fused_bias_relu"]:
+        if "GB/s" in r:
+            lines.append(
+                f"| {r['numel']:,} | {r['case']} | {r['us']:.1f} | {r['GB/s']:.1f} | {r['of_floor']:.0%} |"
+            )
+        else:
+            lines.append(f"| {r['numel']:,} | {r['case']} | {r['us']:.1f} | | |")
+    lines += [
+        "",
+        "| n | loop of mm, µs per matrix | one bmm, µs per matrix | one mm call, µs |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for r in result["dispatch"]:
+        lines.append(
+            f"| {r['n']} | {r['loop_us_per_matrix']:.2f} | {r['batched_us_per_matrix']:.2f} | {r['one_mm_us']:.2f} |"
+        )
+    lines += ["", "| (B, T, F) @ (F, H) | µs | GFLOP/s |", "| --- | ---: | ---: |"]
+    for r in result["nd_at_2d"]:
+        lines.append(f"| `{r['case']}` {r['shape']} | {r['us']:.0f} | {r['GFLOP/s']:.1f} |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+    except OSError:
+        pass
+    return f"{platform.machine()}, {os.cpu_count()} cores"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
+    parser.add_argument(
+        "--no-compile", action="store_true", help="skip torch.compile (slow to compile)"
+    )
+    parser.add_argument("--out", type=Path, help="write chapter2_cpu.json and .md here")
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+    ext = load_chapter2.load_chapter2()
+    result = {
+        "machine": machine(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "date": datetime.date.today().isoformat(),
+        "quick": args.quick,
+        "fused_bias_relu": fused_bias_relu_table(ext, args.quick, not args.no_compile),
+        "dispatch": dispatch_table(ext, args.quick),
+        "nd_at_2d": nd_at_2d_table(args.quick),
+    }
+    table = to_markdown(result)
+    print(table)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "chapter2_cpu.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out / "chapter2_cpu.md").write_text(table + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
