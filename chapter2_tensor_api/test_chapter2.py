@@ -315,7 +315,7 @@ def test_benchmark_quick_run_writes_its_tables(tmp_path):
     benchmark = import_own_script("benchmark")
 
     result = benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)])
-    assert {"fused_bias_relu", "dispatch", "nd_at_2d"} <= result.keys()
+    assert {"fused_bias_relu", "dispatch", "nd_at_2d", "malloc"} <= result.keys()
     assert (tmp_path / "chapter2_cpu.md").read_text().count("|") > 20
 
 
