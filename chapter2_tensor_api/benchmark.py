@@ -1,7 +1,7 @@
 """Chapter 2's measurements on the CPU: the three fused_bias_relu versions against eager PyTorch,
 torch.compile and a copy of the same bytes; dispatch overhead; (B, T, F) @ (F, H) two ways.
 
-    python chapter2_tensor_api/benchmark.py                # ~3 minutes on 2 cores
+    python chapter2_tensor_api/benchmark.py                # about a minute on 2 cores
     python chapter2_tensor_api/benchmark.py --quick --no-compile   # seconds
     python chapter2_tensor_api/benchmark.py --out DIR      # also writes DIR/chapter2_cpu.{json,md}
 
@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,16 @@ def median_s(fn, min_run_time: float) -> float:
     )
 
 
+def minor_faults_per_call(fn, calls: int = 10) -> float:
+    """Page faults the kernel served while fn ran, per call. A minor fault is the first touch of
+    a page the process was given but never used: the OS must find, zero and map 4 KiB."""
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
 def fused_bias_relu_table(ext, quick: bool, use_compile: bool) -> list[dict]:
     cols = 1024
     exponents = range(10, 17, 2) if quick else range(10, 25, 2)
@@ -47,12 +58,12 @@ def fused_bias_relu_table(ext, quick: bool, use_compile: bool) -> list[dict]:
         bias = torch.randn(cols)
         out = torch.empty_like(x)
         bytes_moved = 2 * x.numel() * x.element_size()  # read x once, write out once
-        # Two floors. copy_ writes into a buffer that already exists; clone allocates its output
-        # as every op here does, and a fresh allocation can cost page faults (lesson: "Where
-        # the time goes on a CPU"). The fraction column is against clone.
+        # The floor is copy_ into a buffer that already exists: the same bytes read and written,
+        # nothing else. clone does the same copy into a fresh allocation, as every op here does;
+        # the gap between the two is page faults (lesson: "Where the time goes on a CPU").
         cases = {
             "copy_ into existing out": lambda: out.copy_(x),
-            "clone (floor: alloc + copy)": lambda: x.clone(),
+            "clone (alloc + copy)": lambda: x.clone(),
             "eager PyTorch": lambda: eager(x, bias),
             "v1 ATen ops": lambda: ext.fused_bias_relu_v1_aten(x, bias, scale),
             "v2 loop": lambda: ext.fused_bias_relu_v2_loop(x, bias, scale),
@@ -69,7 +80,8 @@ def fused_bias_relu_table(ext, quick: bool, use_compile: bool) -> list[dict]:
                     "case": name,
                     "us": t * 1e6,
                     "GB/s": bytes_moved / t / 1e9,
-                    "of_floor": times["clone (floor: alloc + copy)"] / t,
+                    "of_floor": times["copy_ into existing out"] / t,
+                    "faults_per_call": minor_faults_per_call(cases[name]),
                 }
             )
     # Non-contiguous input: the raw loops copy it first (x.contiguous()); what that costs.
@@ -92,35 +104,62 @@ def fused_bias_relu_table(ext, quick: bool, use_compile: bool) -> list[dict]:
 
 
 MALLOC_PROBE = """
+import resource, sys
 import torch
 from torch.utils import benchmark as tb
+sys.path.insert(0, {chapter!r})
+import load_chapter2
+ext = load_chapter2.load_chapter2()
 x, bias = torch.randn({rows}, 1024), torch.randn(1024)
-fn = lambda: torch.relu(x * 0.5 + bias)
-fn()
-print(tb.Timer("fn()", globals={{"fn": fn}}).blocked_autorange(min_run_time=0.3).median)
+for name, fn in {{
+    "clone": lambda: x.clone(),
+    "eager PyTorch": lambda: torch.relu(x * 0.5 + bias),
+    "v3 parallel": lambda: ext.fused_bias_relu_v3_parallel(x, bias, 0.5),
+}}.items():
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        fn()
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10
+    seconds = tb.Timer("fn()", globals={{"fn": fn}}).blocked_autorange(min_run_time=0.3).median
+    print(name, seconds, faults, sep="\t")
 """
 
 
 def malloc_table(quick: bool) -> list[dict]:
-    """Eager fused_bias_relu with glibc's defaults, and with big blocks kept in the heap instead of
-    mmap'd per allocation and returned to the OS on free: the difference is page faults."""
-    rows = 256 if quick else 4096
+    """The same ops with glibc's defaults, and with freed memory kept in the heap for reuse instead
+    of handed back to the OS (so the next allocation does not fault it in again)."""
+    rows = 256 if quick else 16384
     settings = {
         "glibc defaults": {},
-        "MALLOC_MMAP_THRESHOLD_=4000000000": {"MALLOC_MMAP_THRESHOLD_": "4000000000"},
+        "heap kept (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_)": {
+            "MALLOC_MMAP_THRESHOLD_": "4294967296",
+            "MALLOC_TRIM_THRESHOLD_": "8589934592",
+        },
     }
+    chapter = str(Path(__file__).resolve().parent)
     result = []
-    for name, extra in settings.items():
-        env = {**os.environ, **extra}
+    for setting, extra in settings.items():
         done = subprocess.run(
-            [sys.executable, "-c", MALLOC_PROBE.format(rows=rows)],
-            env=env,
+            [sys.executable, "-c", MALLOC_PROBE.format(rows=rows, chapter=chapter)],
+            env={**os.environ, **extra},
             capture_output=True,
             text=True,
             check=True,
         )
-        seconds = float(done.stdout.strip().splitlines()[-1])
-        result.append({"numel": rows * 1024, "malloc": name, "us": seconds * 1e6})
+        for line in done.stdout.splitlines():
+            if line.count("\t") != 2:
+                continue  # the loader's progress lines
+            case, seconds, faults = line.split("\t")
+            result.append(
+                {
+                    "numel": rows * 1024,
+                    "malloc": setting,
+                    "case": case,
+                    "us": float(seconds) * 1e6,
+                    "faults_per_call": float(faults),
+                }
+            )
     return result
 
 
@@ -172,16 +211,17 @@ def to_markdown(result: dict) -> str:
         "",
     ]
     lines += [
-        "| elements (f32) | case | µs | GB/s | of copy |",
-        "| ---: | --- | ---: | ---: | ---: |",
+        "| elements (f32) | case | µs | GB/s | of copy_ | page faults per call |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in result["fused_bias_relu"]:
         if "GB/s" in r:
             lines.append(
-                f"| {r['numel']:,} | {r['case']} | {r['us']:.1f} | {r['GB/s']:.1f} | {r['of_floor']:.0%} |"
+                f"| {r['numel']:,} | {r['case']} | {r['us']:.1f} | {r['GB/s']:.1f} "
+                f"| {r['of_floor']:.0%} | {r['faults_per_call']:,.0f} |"
             )
         else:
-            lines.append(f"| {r['numel']:,} | {r['case']} | {r['us']:.1f} | | |")
+            lines.append(f"| {r['numel']:,} | {r['case']} | {r['us']:.1f} | | | |")
     lines += [
         "",
         "| n | loop of mm, µs per matrix | one bmm, µs per matrix | one mm call, µs |",
@@ -194,9 +234,16 @@ def to_markdown(result: dict) -> str:
     lines += ["", "| (B, T, F) @ (F, H) | µs | GFLOP/s |", "| --- | ---: | ---: |"]
     for r in result["nd_at_2d"]:
         lines.append(f"| `{r['case']}` {r['shape']} | {r['us']:.0f} | {r['GFLOP/s']:.1f} |")
-    lines += ["", "| eager `relu(x * 0.5 + bias)`, f32 | µs |", "| --- | ---: |"]
+    lines += [
+        "",
+        "| elements (f32) | glibc malloc | case | µs | page faults per call |",
+        "| ---: | --- | --- | ---: | ---: |",
+    ]
     for r in result["malloc"]:
-        lines.append(f"| {r['numel']:,} elements, {r['malloc']} | {r['us']:.0f} |")
+        lines.append(
+            f"| {r['numel']:,} | {r['malloc']} | {r['case']} | {r['us']:.0f} "
+            f"| {r['faults_per_call']:,.0f} |"
+        )
     return "\n".join(lines)
 
 

@@ -111,6 +111,38 @@ def test_code_quoted_in_a_lesson_is_the_code_in_its_file(chapter):
         )
 
 
+PERF_LINK = re.compile(r"\(\.\./(docs/perf/[\w/.-]+\.md)\)")
+
+
+def measured_tables(lesson: str) -> list[tuple[str, list[str]]]:
+    """(perf file, data rows) for each table in a lesson that follows a link to a docs/perf file
+    in the same section: such a table quotes that file's measurements."""
+    found, source, rows, in_table = [], None, [], False
+    for line in [*lesson.splitlines(), ""]:
+        if line.startswith("|"):
+            if in_table and not set(line) <= set("|-: "):
+                rows.append(line)
+            in_table = True  # the first row of a table is its header
+            continue
+        if rows and source:
+            found.append((source, rows))
+        rows, in_table = [], False
+        if line.startswith("#"):
+            source = None
+        if link := PERF_LINK.search(line):
+            source = link.group(1)
+    return found
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_numbers_in_a_lesson_are_the_numbers_its_script_wrote(chapter):
+    """A table after a link to docs/perf/....md must be rows of that file, copied unchanged."""
+    for source, rows in measured_tables((chapter / "README.md").read_text()):
+        measured = (REPO / source).read_text().splitlines()
+        for row in rows:
+            assert row in measured, f"{chapter.name}/README.md: {row!r} is not in {source}"
+
+
 def _tool(name: str) -> str:
     path = Path(sys.executable).parent / name
     if not path.exists():
