@@ -147,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(default_out))
     parser.add_argument("--skip-sanitizer", action="store_true")
     parser.add_argument("--skip-benchmarks", action="store_true")
+    parser.add_argument(
+        "--benchmarks",
+        nargs="+",
+        metavar="CHAPTER",
+        help="run only these chapters' benchmark.py (folder names); default: every chapter",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -236,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_out = args.out / "benchmarks"
         for chapter in CHAPTERS:
             script = chapter / "benchmark.py"
+            if args.benchmarks and chapter.name not in args.benchmarks:
+                continue
             if script.exists():
                 step = run_step(
                     f"benchmark {chapter.name}", [python, str(script), "--out", str(bench_out)], log

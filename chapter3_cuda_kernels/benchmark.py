@@ -1,0 +1,344 @@
+"""Chapter 3's measurements on a CUDA GPU: every kernel version against eager PyTorch,
+torch.compile, torch.sum and the memory floor (a copy_ of the same bytes), 2^10 to 2^28 elements.
+
+    python chapter3_cuda_kernels/benchmark.py                      # ~3 minutes on an H100
+    python chapter3_cuda_kernels/benchmark.py --quick --no-compile # seconds
+    python chapter3_cuda_kernels/benchmark.py --out DIR            # DIR/chapter3_cuda.{md,json,png}
+
+Timing: CUDA events around each call; before each call the L2 cache is flushed (a 256 MiB write)
+so that small sizes are not served from a cache the previous run filled; warm-up first; the
+median of many runs. GB/s counts the bytes an op must move: x read and out written for the
+elementwise op, x read for a sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+from pathlib import Path
+
+import torch
+
+import load_chapter3
+
+SUMS = [
+    "sum_v0_atomic_per_element",
+    "sum_v1_interleaved",
+    "sum_v2_sequential",
+    "sum_v3_first_add_during_load",
+    "sum_v4_warp_shuffle",
+    "sum_v5_vectorized_grid_stride",
+    "sum_v6_deterministic",
+]
+
+
+class Timer:
+    """Median GPU time of fn() in milliseconds, each run with a cold L2."""
+
+    def __init__(self) -> None:
+        self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+
+    def median_ms(self, fn, budget_ms: float = 200.0, max_runs: int = 100) -> float:
+        fn()  # warm-up: first launch, allocator, torch.compile's compilation
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        runs = int(min(max_runs, max(5, budget_ms / max(start.elapsed_time(end), 1e-3))))
+        events = []
+        for _ in range(runs):
+            self.flush.zero_()
+            pair = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            pair[0].record()
+            fn()
+            pair[1].record()
+            events.append(pair)
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def elementwise_rows(ext, timer: Timer, exponents, dtype, use_compile: bool) -> list[dict]:
+    cols, scale = 1024, 0.5
+
+    def eager(x, bias):
+        return torch.relu(x * scale + bias)
+
+    rows = []
+    for e in exponents:
+        numel = 2**e
+        x = torch.randn(numel // cols, cols, device="cuda", dtype=dtype)
+        bias = torch.randn(cols, device="cuda", dtype=dtype)
+        out = torch.empty_like(x)
+        # A kernel compiled for exactly this size (dynamic=False), from an empty cache: no symbolic
+        # shapes in the kernel and no other sizes' variants for the guards to check first.
+        torch._dynamo.reset()
+        compiled = torch.compile(eager, dynamic=False) if use_compile else None
+        cases = {
+            "copy_": lambda: out.copy_(x),
+            "eager": lambda: eager(x, bias),
+            "v1": lambda: ext.fused_bias_relu_v1(x, bias, scale),
+            "v2": lambda: ext.fused_bias_relu_v2(x, bias, scale),
+            "v3": lambda: ext.fused_bias_relu_v3(x, bias, scale),
+        }
+        if compiled is not None:
+            cases["torch.compile"] = lambda: compiled(x, bias)
+        bytes_moved = 2 * x.numel() * x.element_size()
+        times = {name: timer.median_ms(fn) for name, fn in cases.items()}
+        for name, ms in times.items():
+            rows.append(
+                {
+                    "dtype": str(dtype).removeprefix("torch."),
+                    "numel": numel,
+                    "case": name,
+                    "us": ms * 1e3,
+                    "GB/s": bytes_moved / (ms * 1e-3) / 1e9,
+                    "of_copy": times["copy_"] / ms,
+                }
+            )
+    return rows
+
+
+def misaligned_rows(ext, timer: Timer, exponent: int) -> list[dict]:
+    """v3 on an aligned x and on x[1:], which falls back to one element per load."""
+    numel, cols = 2**exponent, 1024
+    base = torch.randn(numel + cols, device="cuda")
+    bias = torch.randn(cols, device="cuda")
+    aligned = base[:numel].view(-1, cols)
+    shifted = base[1 : numel + 1].view(-1, cols)
+    rows = []
+    for name, x in {"v3, x aligned": aligned, "v3, x[1:] (misaligned)": shifted}.items():
+        ms = timer.median_ms(lambda x=x: ext.fused_bias_relu_v3(x, bias, 0.5))
+        rows.append({"numel": numel, "case": name, "us": ms * 1e3, "GB/s": 8 * numel / ms / 1e6})
+    return rows
+
+
+def sum_rows(ext, timer: Timer, exponents) -> list[dict]:
+    rows = []
+    for e in exponents:
+        numel = 2**e
+        x = torch.randn(numel, device="cuda")
+        out = torch.empty_like(x)
+        copy_ms = timer.median_ms(lambda: out.copy_(x))
+        copy_bandwidth = 2 * 4 * numel / copy_ms  # bytes per ms
+        cases = {"torch.sum": lambda: torch.sum(x)}
+        cases |= {name: (lambda f: lambda: f(x))(getattr(ext, name)) for name in SUMS}
+        times = {
+            name: timer.median_ms(fn, budget_ms=100 if "v0" in name else 200)
+            for name, fn in cases.items()
+        }
+        for name, ms in times.items():
+            rows.append(
+                {
+                    "numel": numel,
+                    "case": name,
+                    "us": ms * 1e3,
+                    "GB/s": 4 * numel / ms / 1e6,
+                    "of_copy_bandwidth": 4 * numel / ms / copy_bandwidth,
+                    "of_torch_sum": times["torch.sum"] / ms,
+                }
+            )
+    return rows
+
+
+def sum_columns_rows(ext, timer: Timer, quick: bool) -> list[dict]:
+    shapes = (
+        [(1024, 1024), (4096, 256)]
+        if quick
+        else [(65536, 4096), (4096, 65536), (2**20, 256), (256, 2**20)]
+    )
+    rows = []
+    for shape in shapes:
+        x = torch.randn(shape, device="cuda")
+        for name, fn in {
+            "x.sum(0)": lambda: x.sum(0),
+            "sum_columns": lambda: ext.sum_columns(x),
+        }.items():
+            ms = timer.median_ms(fn)
+            rows.append(
+                {"shape": shape, "case": name, "us": ms * 1e3, "GB/s": 4 * x.numel() / ms / 1e6}
+            )
+    return rows
+
+
+def gbps(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def wide_table(
+    rows: list[dict], cases: list[str], fraction_key: str, fraction_of: str
+) -> list[str]:
+    """One line per size; each case's cell is `GB/s (fraction)`."""
+    lines = [
+        f"| elements | {' | '.join(cases)} |",
+        "| ---: | " + " | ".join("---:" for _ in cases) + " |",
+    ]
+    for numel in sorted({r["numel"] for r in rows}):
+        cells = []
+        for case in cases:
+            match = [r for r in rows if r["numel"] == numel and r["case"] == case]
+            cells.append(
+                f"{gbps(match[0]['GB/s'])} ({match[0][fraction_key]:.0%})" if match else ""
+            )
+        lines.append(f"| 2^{numel.bit_length() - 1} | {' | '.join(cells)} |")
+    lines.append("")
+    lines.append(f"Cells: GB/s (fraction of {fraction_of}).")
+    return lines
+
+
+def to_markdown(result: dict) -> str:
+    lines = [
+        f"{result['gpu']}; torch {result['torch']}, CUDA {result['cuda']}; {result['date']}.",
+        "Median of CUDA-event timings with a cold L2; sizes as 2^k elements.",
+        "",
+    ]
+    element_cases = ["copy_", "eager", "torch.compile", "v1", "v2", "v3"]
+    for dtype in ("float32", "bfloat16"):
+        rows = [r for r in result["elementwise"] if r["dtype"] == dtype]
+        cases = [c for c in element_cases if any(r["case"] == c for r in rows)]
+        lines += [f"fused_bias_relu, {dtype}, (2^k / 1024, 1024):", ""]
+        lines += wide_table(rows, cases, "of_copy", "copy_ of the same bytes")
+        lines.append("")
+        lines += [
+            "| elements | " + " | ".join(cases) + " |",
+            "| ---: | " + " | ".join("---:" for _ in cases) + " |",
+        ]
+        for numel in sorted({r["numel"] for r in rows}):
+            us = {r["case"]: r["us"] for r in rows if r["numel"] == numel}
+            lines.append(
+                f"| 2^{numel.bit_length() - 1} | "
+                + " | ".join(f"{us[c]:,.1f}" for c in cases)
+                + " |"
+            )
+        lines += ["", "Cells: µs.", ""]
+    lines += [
+        "fused_bias_relu v3, float32, aligned or not:",
+        "",
+        "| elements | case | µs | GB/s |",
+        "| ---: | --- | ---: | ---: |",
+    ]
+    for r in result["misaligned"]:
+        lines.append(
+            f"| 2^{r['numel'].bit_length() - 1} | {r['case']} | {r['us']:,.1f} | {r['GB/s']:,.0f} |"
+        )
+    lines += ["", "sum of all elements, float32:", ""]
+    sum_cases = ["torch.sum", *SUMS]
+    lines += wide_table(result["sums"], sum_cases, "of_torch_sum", "torch.sum's time")
+    lines += [
+        "",
+        "| elements | " + " | ".join(sum_cases) + " |",
+        "| ---: | " + " | ".join("---:" for _ in sum_cases) + " |",
+    ]
+    for numel in sorted({r["numel"] for r in result["sums"]}):
+        us = {r["case"]: r["us"] for r in result["sums"] if r["numel"] == numel}
+        lines.append(
+            f"| 2^{numel.bit_length() - 1} | "
+            + " | ".join(f"{us[c]:,.1f}" for c in sum_cases)
+            + " |"
+        )
+    lines += ["", "Cells: µs.", ""]
+    lines += [
+        "| elements | " + " | ".join(sum_cases) + " |",
+        "| ---: | " + " | ".join("---:" for _ in sum_cases) + " |",
+    ]
+    for numel in sorted({r["numel"] for r in result["sums"]}):
+        frac = {r["case"]: r["of_copy_bandwidth"] for r in result["sums"] if r["numel"] == numel}
+        lines.append(
+            f"| 2^{numel.bit_length() - 1} | "
+            + " | ".join(f"{frac[c]:.0%}" for c in sum_cases)
+            + " |"
+        )
+    lines += [
+        "",
+        "Cells: bytes read per second, as a fraction of copy_'s bandwidth at that size.",
+        "",
+    ]
+    lines += [
+        "sum over leading dimensions, float32:",
+        "",
+        "| shape | case | µs | GB/s |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for r in result["sum_columns"]:
+        lines.append(f"| {tuple(r['shape'])} | {r['case']} | {r['us']:,.1f} | {r['GB/s']:,.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, rows, cases, title in [
+        (
+            left,
+            [r for r in result["elementwise"] if r["dtype"] == "float32"],
+            ["copy_", "eager", "torch.compile", "v1", "v2", "v3"],
+            "fused_bias_relu, float32",
+        ),
+        (right, result["sums"], ["torch.sum", *SUMS], "sum, float32"),
+    ]:
+        for case in cases:
+            points = sorted((r["numel"], r["GB/s"]) for r in rows if r["case"] == case)
+            if points:
+                style = "k--" if case in ("copy_", "torch.sum") else "-o"
+                ax.plot(
+                    *zip(*points, strict=True), style, label=case.removeprefix("sum_"), markersize=3
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("elements")
+        ax.set_ylabel("GB/s (bytes the op must move / time)")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{result['gpu']}, torch {result['torch']}, {result['date']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="sizes up to 2^20, seconds")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--out", type=Path, help="write chapter3_cuda.{md,json,png} here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmark.py needs a CUDA GPU (torch.cuda.is_available() is False); the tables in")
+        print("the lesson were measured on one (see docs/perf/h100/).")
+        return 2
+    torch.manual_seed(0)
+    ext = load_chapter3.load_chapter3()
+    timer = Timer()
+    exponents = range(10, 21, 2) if args.quick else range(10, 29, 2)
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "date": datetime.date.today().isoformat(),
+        "quick": args.quick,
+        "elementwise": [
+            *elementwise_rows(ext, timer, exponents, torch.float32, not args.no_compile),
+            *elementwise_rows(ext, timer, exponents, torch.bfloat16, not args.no_compile),
+        ],
+        "misaligned": misaligned_rows(ext, timer, exponents[-1]),
+        "sums": sum_rows(ext, timer, exponents),
+        "sum_columns": sum_columns_rows(ext, timer, args.quick),
+    }
+    table = to_markdown(result)
+    print(table)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "chapter3_cuda.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out / "chapter3_cuda.md").write_text(table)
+        plot(result, args.out / "chapter3_cuda.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

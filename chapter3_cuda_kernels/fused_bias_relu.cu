@@ -1,0 +1,196 @@
+// fused_bias_relu.cu: out = relu(x * scale + bias) on the GPU, bias over the last dimension, in
+// three versions that diff cleanly (lesson: "Three elementwise kernels"):
+//   v1 one thread per element     the direct port: a grid as large as the tensor
+//   v2 grid-stride loop           a grid sized to the GPU; each thread walks the tensor
+//   v3 vectorized                 v2 moving 16 bytes per load and store, no division in the loop
+// Each launcher: checks, device guard, current stream, C10_CUDA_KERNEL_LAUNCH_CHECK. Indices are
+// 64-bit throughout: a tensor may have more than 2^31 elements. Built by load_chapter3.py.
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "checks.h"
+#include "cuda_ops.h"
+#include "launch_utils.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;  // a multiple of the warp size; 8 blocks fill an SM's 2048 threads
+
+// The arithmetic, shared by all versions. Half types are computed in float (opmath_t) and rounded
+// once on return; `v < 0 ? 0 : v` keeps NaN, like torch.relu.
+template <typename scalar_t, typename opmath_t>
+__device__ __forceinline__ scalar_t bias_relu(scalar_t x, scalar_t bias, opmath_t scale) {
+  const opmath_t v = static_cast<opmath_t>(x) * scale + static_cast<opmath_t>(bias);
+  return static_cast<scalar_t>(v < opmath_t(0) ? opmath_t(0) : v);
+}
+
+// ---- v1: one thread per element ----------------------------------------------------------------
+
+template <typename scalar_t, typename opmath_t>
+__global__ void fused_bias_relu_v1_one_thread_per_element(const scalar_t* __restrict__ x,
+                                                          const scalar_t* __restrict__ bias,
+                                                          scalar_t* __restrict__ out, int64_t numel,
+                                                          int64_t cols, opmath_t scale) {
+  // The cast comes first: blockIdx.x * blockDim.x in 32 bits wraps past 2^32 elements.
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < numel) {
+    out[i] = bias_relu(x[i], bias[i % cols], scale);
+  }
+}
+
+// ---- v2: grid-stride loop ----------------------------------------------------------------------
+
+template <typename scalar_t, typename opmath_t>
+__global__ void fused_bias_relu_v2_grid_stride(const scalar_t* __restrict__ x,
+                                               const scalar_t* __restrict__ bias,
+                                               scalar_t* __restrict__ out, int64_t numel,
+                                               int64_t cols, opmath_t scale) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel;
+       i += stride) {
+    out[i] = bias_relu(x[i], bias[i % cols], scale);
+  }
+}
+
+// ---- v3: vectorized ----------------------------------------------------------------------------
+
+template <typename scalar_t, typename opmath_t, int kVec>
+__global__ void fused_bias_relu_v3_vectorized(const scalar_t* __restrict__ x,
+                                              const scalar_t* __restrict__ bias,
+                                              scalar_t* __restrict__ out, int64_t numel,
+                                              int64_t cols, opmath_t scale) {
+  using Vec = course::AlignedVector<scalar_t, kVec>;
+  const int64_t num_vecs = numel / kVec;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  // The column of a vector's first element, kept up to date by addition: a 64-bit `%` costs
+  // dozens of instructions, and v1/v2 pay one per element. Both steps are < cols, so one
+  // subtraction wraps them.
+  const int64_t col_step = (stride * kVec) % cols;
+  int64_t col = (first * kVec) % cols;
+  for (int64_t v = first; v < num_vecs; v += stride) {
+    const Vec in = reinterpret_cast<const Vec*>(x)[v];
+    Vec result;
+    int64_t c = col;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      result.val[k] = bias_relu(in.val[k], bias[c], scale);
+      c = (c + 1 == cols) ? 0 : c + 1;
+    }
+    reinterpret_cast<Vec*>(out)[v] = result;
+    col += col_step;
+    col = col >= cols ? col - cols : col;
+  }
+  // The last numel % kVec elements (fewer than kVec): one each for the first threads of the grid.
+  const int64_t tail = num_vecs * kVec + first;
+  if (tail < numel) {
+    out[tail] = bias_relu(x[tail], bias[tail % cols], scale);
+  }
+}
+
+// ---- launchers ---------------------------------------------------------------------------------
+
+// What all three launchers do before their launch: check, make contiguous (the kernels index
+// memory as rows of `cols`; a view is copied, as in chapter 2), allocate, and guard the device.
+struct Prepared {
+  at::Tensor x, bias, out;
+  int64_t numel = 0, cols = 0;
+};
+
+Prepared prepare(const at::Tensor& x, const at::Tensor& bias, const char* op) {
+  course::check_cuda(x, op, "x");
+  course::check_fused_bias_relu_inputs(x, bias, op);
+  Prepared p{x.contiguous(), bias.contiguous(), at::empty_like(x, at::MemoryFormat::Contiguous)};
+  p.numel = x.numel();
+  p.cols = x.size(-1);
+  return p;
+}
+
+template <typename scalar_t, int kVec>
+void launch_v3(const Prepared& p, at::opmath_type<scalar_t> scale, cudaStream_t stream) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  auto kernel = fused_bias_relu_v3_vectorized<scalar_t, opmath_t, kVec>;
+  const int64_t vec_blocks = std::max<int64_t>(1, course::ceil_div(p.numel / kVec, kThreads));
+  const int64_t blocks = std::min(vec_blocks, course::blocks_to_fill_gpu(kernel, kThreads));
+  kernel<<<blocks, kThreads, 0, stream>>>(
+      p.x.const_data_ptr<scalar_t>(), p.bias.const_data_ptr<scalar_t>(),
+      p.out.mutable_data_ptr<scalar_t>(), p.numel, p.cols, scale);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+namespace cuda_ops {
+
+at::Tensor fused_bias_relu_v1(const at::Tensor& x, const at::Tensor& bias, double scale) {
+  Prepared p = prepare(x, bias, "fused_bias_relu_v1");
+  if (p.numel == 0) return p.out;
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const int64_t blocks = course::ceil_div(p.numel, kThreads);
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(),
+              "fused_bias_relu_v1: x has too many elements for one thread each (", p.numel,
+              "); v2 and v3 have no such limit");
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v1", [&] {
+        using opmath_t = at::opmath_type<scalar_t>;
+        fused_bias_relu_v1_one_thread_per_element<<<blocks, kThreads, 0, stream>>>(
+            p.x.const_data_ptr<scalar_t>(), p.bias.const_data_ptr<scalar_t>(),
+            p.out.mutable_data_ptr<scalar_t>(), p.numel, p.cols, static_cast<opmath_t>(scale));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
+  return p.out;
+}
+
+at::Tensor fused_bias_relu_v2(const at::Tensor& x, const at::Tensor& bias, double scale) {
+  Prepared p = prepare(x, bias, "fused_bias_relu_v2");
+  if (p.numel == 0) return p.out;
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v2", [&] {
+        using opmath_t = at::opmath_type<scalar_t>;
+        auto kernel = fused_bias_relu_v2_grid_stride<scalar_t, opmath_t>;
+        const int64_t blocks = std::min(course::ceil_div(p.numel, kThreads),
+                                        course::blocks_to_fill_gpu(kernel, kThreads));
+        kernel<<<blocks, kThreads, 0, stream>>>(
+            p.x.const_data_ptr<scalar_t>(), p.bias.const_data_ptr<scalar_t>(),
+            p.out.mutable_data_ptr<scalar_t>(), p.numel, p.cols, static_cast<opmath_t>(scale));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
+  return p.out;
+}
+
+at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, double scale) {
+  Prepared p = prepare(x, bias, "fused_bias_relu_v3");
+  if (p.numel == 0) return p.out;
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v3", [&] {
+        const auto s = static_cast<at::opmath_type<scalar_t>>(scale);
+        // The widest vector both x and out are aligned to; a misaligned view (x[1:]) runs the
+        // same kernel one element at a time. One instantiation per width that fits in 16 bytes.
+        constexpr int kMaxVec = 16 / sizeof(scalar_t);
+        switch (
+            course::max_vector_width<scalar_t>({p.x.const_data_ptr(), p.out.const_data_ptr()})) {
+          case 8:
+            if constexpr (kMaxVec >= 8) launch_v3<scalar_t, 8>(p, s, stream);
+            break;
+          case 4:
+            if constexpr (kMaxVec >= 4) launch_v3<scalar_t, 4>(p, s, stream);
+            break;
+          case 2:
+            launch_v3<scalar_t, 2>(p, s, stream);
+            break;
+          default:
+            launch_v3<scalar_t, 1>(p, s, stream);
+        }
+      });
+  return p.out;
+}
+
+}  // namespace cuda_ops

@@ -1,0 +1,361 @@
+"""Tests for chapter 3: every kernel version against a plain PyTorch reference, on the GPU and on
+the CPU path, for odd and empty sizes, misaligned and non-contiguous views, every floating dtype;
+bad inputs by their messages. Tests marked `sanitize` rerun under compute-sanitizer.
+
+    python chapter3_cuda_kernels/test_chapter3.py     # on its own
+    pytest chapter3_cuda_kernels                      # or under pytest
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import load_chapter3
+
+HERE = Path(__file__).resolve().parent
+HAS_CUDA = torch.cuda.is_available()
+
+
+def import_own_script(name: str):
+    """This chapter's `name`.py, loaded by path (every chapter has a demo.py and benchmark.py)."""
+    spec = importlib.util.spec_from_file_location(f"chapter3_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def ext():
+    return load_chapter3.load_chapter3()
+
+
+# Elementwise tolerances: the kernels compute in float (double for float64) and round once, as the
+# float64 reference does, so the outputs agree to one rounding of the output dtype.
+TOLERANCES = {
+    torch.float64: dict(rtol=1e-12, atol=1e-12),
+    torch.float32: dict(rtol=1e-6, atol=1e-6),
+    torch.float16: dict(rtol=1e-3, atol=1e-3),
+    torch.bfloat16: dict(rtol=8e-3, atol=8e-3),
+}
+DTYPES = list(TOLERANCES)
+ELEMENTWISE = ["fused_bias_relu_v1", "fused_bias_relu_v2", "fused_bias_relu_v3"]
+SUMS = [
+    "sum_v0_atomic_per_element",
+    "sum_v1_interleaved",
+    "sum_v2_sequential",
+    "sum_v3_first_add_during_load",
+    "sum_v4_warp_shuffle",
+    "sum_v5_vectorized_grid_stride",
+    "sum_v6_deterministic",
+]
+
+
+def random(shape, dtype, device, generator) -> torch.Tensor:
+    return torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype)
+
+
+def reference_fused_bias_relu(x: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    """The specification: relu(x * scale + bias), in float64, rounded once."""
+    return torch.relu(x.double() * scale + bias.double()).to(x.dtype)
+
+
+def sum_tolerance(dtype: torch.dtype, numel: int) -> dict:
+    """Float accumulation in any order is within ~numel * eps * max|x| of the exact sum (each add
+    rounds once); the result is then rounded to the output dtype."""
+    eps = 2.0**-53 if dtype == torch.float64 else 2.0**-24
+    return dict(atol=8 * numel * eps + 1e-12, rtol=TOLERANCES[dtype]["rtol"])
+
+
+# ---- the build ---------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    not load_chapter3.can_build_cuda(), reason="no nvcc or a CPU-only torch: CUDA is not built"
+)
+def test_cuda_sources_compile_and_link(ext):
+    """Where nvcc exists (CI included, with no GPU) the .cu files are compiled into the module; the
+    import succeeding means they also linked."""
+    assert ext.built_with_cuda
+
+
+# ---- fused_bias_relu ---------------------------------------------------------------------------
+
+SHAPES = [(1,), (31,), (1, 1), (4, 255), (2, 257), (65537,), (3, 100, 7), (8, 4096), (0, 5), (5, 0)]
+
+
+@pytest.mark.parametrize("version", ELEMENTWISE)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_fused_bias_relu_matches_reference(ext, version, dtype, shape, device, generator):
+    x = random(shape, dtype, device, generator)
+    bias = random(shape[-1:], dtype, device, generator)
+    out = getattr(ext, version)(x, bias, 0.7)
+    assert out.shape == x.shape and out.dtype == dtype and out.device == x.device
+    torch.testing.assert_close(out, reference_fused_bias_relu(x, bias, 0.7), **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("version", ELEMENTWISE)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("offset", [1, 2, 3], ids=lambda o: f"x[{o}:]")
+def test_fused_bias_relu_handles_misaligned_views(ext, version, dtype, offset, device, generator):
+    """x[1:] of a float buffer starts 4 bytes past a 16-byte boundary: v3 must not load vectors
+    from it. Rows of 1001 columns also make every row start misaligned."""
+    base = random((7 * 1001 + offset,), dtype, device, generator)
+    x = base[offset:].view(7, 1001)
+    bias = random((1001,), dtype, device, generator)
+    out = getattr(ext, version)(x, bias, 1.5)
+    torch.testing.assert_close(out, reference_fused_bias_relu(x, bias, 1.5), **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("version", ELEMENTWISE)
+@pytest.mark.parametrize(
+    "make_view",
+    [
+        pytest.param(lambda t: t.t(), id="transposed"),
+        pytest.param(lambda t: t[:, ::2], id="strided-columns"),
+        pytest.param(lambda t: t[1:, 3:], id="sliced"),
+    ],
+)
+def test_fused_bias_relu_accepts_non_contiguous_input(ext, version, make_view, device, generator):
+    x = make_view(random((64, 40), torch.float32, device, generator))
+    bias = random(x.shape[-1:], torch.float32, device, generator)
+    out = getattr(ext, version)(x, bias, 2.0)
+    torch.testing.assert_close(out, reference_fused_bias_relu(x, bias, 2.0), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("version", ELEMENTWISE)
+def test_fused_bias_relu_keeps_nan_like_torch_relu(ext, version, device):
+    x = torch.tensor([[float("nan"), -1.0, 2.0, float("inf")]], device=device)
+    out = getattr(ext, version)(x, torch.zeros(4, device=device), 1.0)
+    torch.testing.assert_close(out, torch.relu(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("version", ELEMENTWISE)
+@pytest.mark.parametrize(
+    ("x", "bias", "message"),
+    [
+        (
+            torch.ones(3, 4),
+            torch.ones(5),
+            r"bias must have shape \(4,\) to match x.size\(-1\), got \[5\]",
+        ),
+        (torch.ones(3, 4), torch.ones(1, 4), r"bias must have shape \(4,\).*got \[1, 4\]"),
+        (
+            torch.ones(3, 4),
+            torch.ones(4, dtype=torch.float64),
+            "x and bias must have the same dtype",
+        ),
+        (
+            torch.ones(3, 4, dtype=torch.int32),
+            torch.ones(4, dtype=torch.int32),
+            r"x must be a floating-point tensor .* got Int",
+        ),
+        (torch.tensor(1.0), torch.ones(1), "x must have at least 1 dimension"),
+    ],
+    ids=["bias-size", "bias-rank", "dtype-mismatch", "int-dtype", "0-dim"],
+)
+def test_fused_bias_relu_rejects_bad_input(ext, version, x, bias, message, device):
+    with pytest.raises(RuntimeError, match=f"{version}: {message}"):
+        getattr(ext, version)(x.to(device), bias.to(device), 1.0)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("version", ELEMENTWISE)
+def test_fused_bias_relu_rejects_mixed_devices(ext, version):
+    with pytest.raises(
+        RuntimeError, match="x and bias must be on the same device, got cpu and cuda:0"
+    ):
+        getattr(ext, version)(torch.ones(2, 3), torch.ones(3, device="cuda"), 1.0)
+    with pytest.raises(
+        RuntimeError, match="x and bias must be on the same device, got cuda:0 and cpu"
+    ):
+        getattr(ext, version)(torch.ones(2, 3, device="cuda"), torch.ones(3), 1.0)
+
+
+@pytest.mark.cuda
+def test_fused_bias_relu_uses_the_current_stream(ext, generator):
+    """Work launched inside `with torch.cuda.stream(s)` must run on s: a kernel on the default
+    stream would race with the side stream's producer of x."""
+    x = random((1024, 1024), torch.float32, "cuda", generator)
+    bias = random((1024,), torch.float32, "cuda", generator)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = x * 2  # produced on `side`
+        out = ext.fused_bias_relu_v3(y, bias, 1.0)
+        expected = torch.relu(y + bias)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("version", ELEMENTWISE)
+def test_fused_bias_relu_indexes_past_two_to_the_31(ext, version):
+    """2^31 + 7 half-precision elements (4 GiB): a 32-bit index would wrap and write elsewhere.
+    Checked at the last elements and a random sample, against float64 on those elements."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 16 * 2**30:
+        pytest.skip(f"needs 16 GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    cols = 1031
+    numel = (2**31 // cols + 1) * cols  # whole rows, just past 2^31 elements
+    x = torch.empty(numel, dtype=torch.float16, device="cuda").uniform_(-2, 2).view(-1, cols)
+    bias = torch.linspace(-1, 1, cols, device="cuda", dtype=torch.float16)
+    out = getattr(ext, version)(x, bias, 0.5)
+    flat_x, flat_out = x.view(-1), out.view(-1)
+    sample = torch.cat(
+        [
+            torch.randint(0, numel, (1 << 20,), device="cuda"),
+            torch.arange(numel - 4096, numel, device="cuda"),
+        ]
+    )
+    expected = torch.relu(flat_x[sample].double() * 0.5 + bias[sample % cols].double()).half()
+    torch.testing.assert_close(flat_out[sample], expected, **TOLERANCES[torch.float16])
+    del x, out, flat_x, flat_out
+    torch.cuda.empty_cache()
+
+
+# ---- sums --------------------------------------------------------------------------------------
+
+SUM_SIZES = [0, 1, 31, 255, 256, 257, 513, 4097, 65537, 1_000_003]
+
+
+@pytest.mark.parametrize("version", SUMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("numel", SUM_SIZES)
+def test_sum_matches_reference(ext, version, dtype, numel, device, generator):
+    x = random((numel,), dtype, device, generator)
+    out = getattr(ext, version)(x)
+    assert out.shape == () and out.dtype == dtype and out.device == x.device
+    expected = x.double().sum().to(dtype)
+    torch.testing.assert_close(out, expected, **sum_tolerance(dtype, numel))
+
+
+@pytest.mark.parametrize("version", SUMS)
+@pytest.mark.parametrize("numel", [1, 7, 1024, 4099, 1_000_003])
+@pytest.mark.parametrize("offset", [0, 1, 2])
+def test_sum_counts_every_element_once(ext, version, numel, offset, device):
+    """A sum of ones is exact (below 2^24 in float): any element skipped or added twice by a
+    tail, a vector width or a misaligned start shows up as an integer off."""
+    x = torch.ones(numel + offset, device=device)[offset:]
+    assert getattr(ext, version)(x).item() == numel
+
+
+@pytest.mark.parametrize("version", SUMS)
+def test_sum_accepts_any_shape_and_layout(ext, version, device, generator):
+    x = random((33, 65, 3), torch.float32, device, generator).transpose(0, 2)
+    torch.testing.assert_close(
+        getattr(ext, version)(x),
+        x.double().sum().float(),
+        **sum_tolerance(torch.float32, x.numel()),
+    )
+
+
+@pytest.mark.cuda
+def test_sum_v6_is_deterministic(ext, generator):
+    """The same input gives the same bits every time; the atomic versions need not (the order in
+    which blocks finish changes from run to run)."""
+    x = random((3_000_017,), torch.float32, "cuda", generator)
+    first = ext.sum_v6_deterministic(x)
+    for _ in range(20):
+        assert torch.equal(ext.sum_v6_deterministic(x), first)
+
+
+@pytest.mark.parametrize("version", SUMS)
+def test_sum_rejects_integer_tensors(ext, version, device):
+    with pytest.raises(RuntimeError, match=f"{version}: x must be a floating-point tensor"):
+        getattr(ext, version)(torch.ones(5, dtype=torch.int64, device=device))
+
+
+# ---- sum_columns -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "shape", [(1,), (1, 1), (7, 33), (1000, 31), (3, 5, 4096), (20000, 3), (0, 7), (5, 0)], ids=str
+)
+def test_sum_columns_matches_reference(ext, dtype, shape, device, generator):
+    x = random(shape, dtype, device, generator)
+    out = ext.sum_columns(x)
+    rows = math.prod(shape[:-1])
+    expected = x.double().reshape(rows, shape[-1]).sum(0).to(dtype)
+    assert out.shape == (shape[-1],) and out.dtype == dtype
+    torch.testing.assert_close(out, expected, **sum_tolerance(dtype, rows))
+
+
+def test_sum_columns_accepts_a_transposed_input(ext, device, generator):
+    x = random((40, 300), torch.float64, device, generator).t()
+    torch.testing.assert_close(ext.sum_columns(x), x.sum(0))
+
+
+def test_sum_columns_rejects_a_0_dim_tensor(ext, device):
+    with pytest.raises(RuntimeError, match="sum_columns: x must have at least 1 dimension"):
+        ext.sum_columns(torch.tensor(1.0, device=device))
+
+
+# ---- under compute-sanitizer: every kernel once, on small shapes ------------------------------
+
+
+@pytest.mark.cuda
+@pytest.mark.sanitize
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_every_kernel_on_small_shapes(ext, dtype, generator):
+    """Small enough for compute-sanitizer (10-100x slower): vector tails, misaligned starts and a
+    grid of more than one block, for every kernel in this chapter."""
+    for numel, offset in [(1, 0), (37, 1), (1031, 0), (4099, 2)]:
+        x = random((numel + offset,), dtype, "cuda", generator)[offset:]
+        for version in SUMS:
+            out = getattr(ext, version)(x)
+            torch.testing.assert_close(
+                out, x.double().sum().to(dtype), **sum_tolerance(dtype, numel)
+            )
+        rows = x[: numel - numel % 37].view(-1, 37) if numel >= 37 else x.view(1, -1)
+        bias = random(rows.shape[-1:], dtype, "cuda", generator)
+        for version in ELEMENTWISE:
+            out = getattr(ext, version)(rows, bias, 0.5)
+            torch.testing.assert_close(
+                out, reference_fused_bias_relu(rows, bias, 0.5), **TOLERANCES[dtype]
+            )
+        torch.testing.assert_close(
+            ext.sum_columns(rows),
+            rows.double().sum(0).to(dtype),
+            **sum_tolerance(dtype, rows.shape[0]),
+        )
+    torch.cuda.synchronize()
+
+
+# ---- the scripts a reader runs ------------------------------------------------------------------
+
+
+def test_demo_runs(capsys):
+    demo = import_own_script("demo")
+
+    demo.main()
+    out = capsys.readouterr().out
+    assert "matches torch" in out
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
+def test_benchmark_says_it_needs_a_gpu(capsys):
+    benchmark = import_own_script("benchmark")
+
+    assert benchmark.main(["--quick"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+def test_benchmark_quick_run_writes_its_tables_and_plot(tmp_path):
+    benchmark = import_own_script("benchmark")
+
+    assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "chapter3_cuda.md").read_text().count("|") > 20
+    assert (tmp_path / "chapter3_cuda.png").stat().st_size > 0
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-rs"]))
