@@ -23,15 +23,7 @@ import torch
 
 import load_chapter3
 
-SUMS = [
-    "sum_v0_atomic_per_element",
-    "sum_v1_interleaved",
-    "sum_v2_sequential",
-    "sum_v3_first_add_during_load",
-    "sum_v4_warp_shuffle",
-    "sum_v5_vectorized_grid_stride",
-    "sum_v6_deterministic",
-]
+SUMS = load_chapter3.SUM_VERSIONS
 
 
 class Timer:
@@ -168,25 +160,17 @@ def gbps(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
 
 
-def wide_table(
-    rows: list[dict], cases: list[str], fraction_key: str, fraction_of: str
-) -> list[str]:
-    """One line per size; each case's cell is `GB/s (fraction)`."""
+def size_table(rows: list[dict], cases: list[str], cell, caption: str) -> list[str]:
+    """One line per size (2^k elements), one column per case; cell(row) formats a measurement."""
     lines = [
         f"| elements | {' | '.join(cases)} |",
         "| ---: | " + " | ".join("---:" for _ in cases) + " |",
     ]
     for numel in sorted({r["numel"] for r in rows}):
-        cells = []
-        for case in cases:
-            match = [r for r in rows if r["numel"] == numel and r["case"] == case]
-            cells.append(
-                f"{gbps(match[0]['GB/s'])} ({match[0][fraction_key]:.0%})" if match else ""
-            )
+        by_case = {r["case"]: r for r in rows if r["numel"] == numel}
+        cells = [cell(by_case[c]) if c in by_case else "" for c in cases]
         lines.append(f"| 2^{numel.bit_length() - 1} | {' | '.join(cells)} |")
-    lines.append("")
-    lines.append(f"Cells: GB/s (fraction of {fraction_of}).")
-    return lines
+    return [*lines, "", f"Cells: {caption}.", ""]
 
 
 def to_markdown(result: dict) -> str:
@@ -200,20 +184,13 @@ def to_markdown(result: dict) -> str:
         rows = [r for r in result["elementwise"] if r["dtype"] == dtype]
         cases = [c for c in element_cases if any(r["case"] == c for r in rows)]
         lines += [f"fused_bias_relu, {dtype}, (2^k / 1024, 1024):", ""]
-        lines += wide_table(rows, cases, "of_copy", "copy_ of the same bytes")
-        lines.append("")
-        lines += [
-            "| elements | " + " | ".join(cases) + " |",
-            "| ---: | " + " | ".join("---:" for _ in cases) + " |",
-        ]
-        for numel in sorted({r["numel"] for r in rows}):
-            us = {r["case"]: r["us"] for r in rows if r["numel"] == numel}
-            lines.append(
-                f"| 2^{numel.bit_length() - 1} | "
-                + " | ".join(f"{us[c]:,.1f}" for c in cases)
-                + " |"
-            )
-        lines += ["", "Cells: µs.", ""]
+        lines += size_table(
+            rows,
+            cases,
+            lambda r: f"{gbps(r['GB/s'])} ({r['of_copy']:.0%})",
+            "GB/s (fraction of copy_ of the same bytes)",
+        )
+        lines += size_table(rows, cases, lambda r: f"{r['us']:,.1f}", "µs")
     lines += [
         "fused_bias_relu v3, float32, aligned or not:",
         "",
@@ -226,36 +203,20 @@ def to_markdown(result: dict) -> str:
         )
     lines += ["", "sum of all elements, float32:", ""]
     sum_cases = ["torch.sum", *SUMS]
-    lines += wide_table(result["sums"], sum_cases, "of_torch_sum", "torch.sum's time")
-    lines += [
-        "",
-        "| elements | " + " | ".join(sum_cases) + " |",
-        "| ---: | " + " | ".join("---:" for _ in sum_cases) + " |",
-    ]
-    for numel in sorted({r["numel"] for r in result["sums"]}):
-        us = {r["case"]: r["us"] for r in result["sums"] if r["numel"] == numel}
-        lines.append(
-            f"| 2^{numel.bit_length() - 1} | "
-            + " | ".join(f"{us[c]:,.1f}" for c in sum_cases)
-            + " |"
-        )
-    lines += ["", "Cells: µs.", ""]
-    lines += [
-        "| elements | " + " | ".join(sum_cases) + " |",
-        "| ---: | " + " | ".join("---:" for _ in sum_cases) + " |",
-    ]
-    for numel in sorted({r["numel"] for r in result["sums"]}):
-        frac = {r["case"]: r["of_copy_bandwidth"] for r in result["sums"] if r["numel"] == numel}
-        lines.append(
-            f"| 2^{numel.bit_length() - 1} | "
-            + " | ".join(f"{frac[c]:.0%}" for c in sum_cases)
-            + " |"
-        )
-    lines += [
-        "",
-        "Cells: bytes read per second, as a fraction of copy_'s bandwidth at that size.",
-        "",
-    ]
+    sums = result["sums"]
+    lines += size_table(
+        sums,
+        sum_cases,
+        lambda r: f"{gbps(r['GB/s'])} ({r['of_torch_sum']:.0%})",
+        "GB/s (fraction of torch.sum's time)",
+    )
+    lines += size_table(sums, sum_cases, lambda r: f"{r['us']:,.1f}", "µs")
+    lines += size_table(
+        sums,
+        sum_cases,
+        lambda r: f"{r['of_copy_bandwidth']:.0%}",
+        "bytes read per second, as a fraction of copy_'s bandwidth at that size",
+    )
     lines += [
         "sum over leading dimensions, float32:",
         "",

@@ -24,6 +24,17 @@ from torch.utils.cpp_extension import CUDA_HOME, load
 HERE = Path(__file__).resolve().parent
 CPP_SOURCES = ["ops.cpp"]
 CUDA_SOURCES = ["fused_bias_relu.cu", "reduce_sum.cu"]
+# The module's ops, in lesson order (the tests and the benchmark iterate over these).
+ELEMENTWISE_VERSIONS = ["fused_bias_relu_v1", "fused_bias_relu_v2", "fused_bias_relu_v3"]
+SUM_VERSIONS = [
+    "sum_v0_atomic_per_element",
+    "sum_v1_interleaved",
+    "sum_v2_sequential",
+    "sum_v3_first_add_during_load",
+    "sum_v4_warp_shuffle",
+    "sum_v5_vectorized_grid_stride",
+    "sum_v6_deterministic",
+]
 
 
 def build_root() -> Path:

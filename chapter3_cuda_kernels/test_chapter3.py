@@ -44,16 +44,8 @@ TOLERANCES = {
     torch.bfloat16: dict(rtol=8e-3, atol=8e-3),
 }
 DTYPES = list(TOLERANCES)
-ELEMENTWISE = ["fused_bias_relu_v1", "fused_bias_relu_v2", "fused_bias_relu_v3"]
-SUMS = [
-    "sum_v0_atomic_per_element",
-    "sum_v1_interleaved",
-    "sum_v2_sequential",
-    "sum_v3_first_add_during_load",
-    "sum_v4_warp_shuffle",
-    "sum_v5_vectorized_grid_stride",
-    "sum_v6_deterministic",
-]
+ELEMENTWISE = load_chapter3.ELEMENTWISE_VERSIONS
+SUMS = load_chapter3.SUM_VERSIONS
 
 
 def random(shape, dtype, device, generator) -> torch.Tensor:
