@@ -1,5 +1,5 @@
 """Turn Nsight Compute's text report (from profile_kernels.py under ncu) into one markdown table:
-a line per kernel, the handful of numbers the lesson reads.
+a line per kernel, the handful of numbers the lesson reads (one-block helper launches left out).
 
     python chapter3_cuda_kernels/ncu_summary.py ncu_report.txt > chapter3_ncu.md
 """
@@ -39,6 +39,8 @@ def summarize(report: str) -> str:
     header = ["kernel", *COLUMNS.values()]
     lines = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * len(COLUMNS)]
     for row in rows:
+        if row.get("Grid Size") == "1":
+            continue  # a one-block helper launch (the zero fill of an atomic sum's accumulator)
         cells = [f"`{row['kernel']}`", *(row.get(metric, "") for metric in COLUMNS)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

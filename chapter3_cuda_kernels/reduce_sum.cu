@@ -201,7 +201,8 @@ __global__ void sum_v6_partials(const scalar_t* __restrict__ x, int64_t numel,
 }
 
 // Pass 2, one block: thread t adds partials t, t + kThreads, ... in order, then block_sum's fixed
-// tree. Same grid, same partials, same order: the same bits every run.
+// tree. Same grid, same partials, same order: the same bits every run (on the same GPU, whose SM
+// count sets the grid, and for the same alignment of x, which sets the vector width).
 template <typename scalar_t, typename acc_t>
 __global__ void sum_v6_finish(const acc_t* __restrict__ partials, int64_t count,
                               scalar_t* __restrict__ out) {
@@ -222,7 +223,7 @@ constexpr int kRowLanes = 8;
 template <typename scalar_t, typename acc_t>
 __global__ void sum_columns_partials(const scalar_t* __restrict__ x, int64_t rows, int64_t cols,
                                      acc_t* __restrict__ partials) {
-  __shared__ acc_t lane_sums[kRowLanes][kColumnsPerBlock + 1];  // +1: no bank conflicts below
+  __shared__ acc_t lane_sums[kRowLanes][kColumnsPerBlock];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColumnsPerBlock + threadIdx.x;
   acc_t v = 0;
   if (col < cols) {

@@ -52,6 +52,14 @@ def random(shape, dtype, device, generator) -> torch.Tensor:
     return torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype)
 
 
+def poisoned(op, x: torch.Tensor, *args):
+    """op(x, *args) after filling freed memory of x's size with NaN: an output element the op
+    never writes then reads NaN, instead of whatever the last test left in the allocator's
+    cached block (often the right answer, from the previous version's run on the same data)."""
+    torch.full_like(x, float("nan"), memory_format=torch.contiguous_format)  # allocated and freed
+    return op(x, *args)
+
+
 def reference_fused_bias_relu(x: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
     """The specification: relu(x * scale + bias), in float64, rounded once."""
     return torch.relu(x.double() * scale + bias.double()).to(x.dtype)
@@ -87,7 +95,7 @@ SHAPES = [(1,), (31,), (1, 1), (4, 255), (2, 257), (65537,), (3, 100, 7), (8, 40
 def test_fused_bias_relu_matches_reference(ext, version, dtype, shape, device, generator):
     x = random(shape, dtype, device, generator)
     bias = random(shape[-1:], dtype, device, generator)
-    out = getattr(ext, version)(x, bias, 0.7)
+    out = poisoned(getattr(ext, version), x, bias, 0.7)
     assert out.shape == x.shape and out.dtype == dtype and out.device == x.device
     torch.testing.assert_close(out, reference_fused_bias_relu(x, bias, 0.7), **TOLERANCES[dtype])
 
@@ -101,7 +109,7 @@ def test_fused_bias_relu_handles_misaligned_views(ext, version, dtype, offset, d
     base = random((7 * 1001 + offset,), dtype, device, generator)
     x = base[offset:].view(7, 1001)
     bias = random((1001,), dtype, device, generator)
-    out = getattr(ext, version)(x, bias, 1.5)
+    out = poisoned(getattr(ext, version), x, bias, 1.5)
     torch.testing.assert_close(out, reference_fused_bias_relu(x, bias, 1.5), **TOLERANCES[dtype])
 
 
@@ -117,7 +125,7 @@ def test_fused_bias_relu_handles_misaligned_views(ext, version, dtype, offset, d
 def test_fused_bias_relu_accepts_non_contiguous_input(ext, version, make_view, device, generator):
     x = make_view(random((64, 40), torch.float32, device, generator))
     bias = random(x.shape[-1:], torch.float32, device, generator)
-    out = getattr(ext, version)(x, bias, 2.0)
+    out = poisoned(getattr(ext, version), x, bias, 2.0)
     torch.testing.assert_close(out, reference_fused_bias_relu(x, bias, 2.0), rtol=1e-6, atol=1e-6)
 
 
@@ -171,16 +179,19 @@ def test_fused_bias_relu_rejects_mixed_devices(ext, version):
 
 
 @pytest.mark.cuda
-def test_fused_bias_relu_uses_the_current_stream(ext, generator):
-    """Work launched inside `with torch.cuda.stream(s)` must run on s: a kernel on the default
-    stream would race with the side stream's producer of x."""
+@pytest.mark.parametrize("version", ELEMENTWISE)
+def test_fused_bias_relu_uses_the_current_stream(ext, version, generator):
+    """Inside `with torch.cuda.stream(s)` the op must run on s, after the op that produced its
+    input there. The side stream is held busy first, so a kernel launched on another stream
+    would read y before it is written."""
     x = random((1024, 1024), torch.float32, "cuda", generator)
     bias = random((1024,), torch.float32, "cuda", generator)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        y = x * 2  # produced on `side`
-        out = ext.fused_bias_relu_v3(y, bias, 1.0)
+        torch.cuda._sleep(50_000_000)  # ~25 ms of GPU time on this stream
+        y = x * 2
+        out = getattr(ext, version)(y, bias, 1.0)
         expected = torch.relu(y + bias)
     torch.cuda.current_stream().wait_stream(side)
     torch.testing.assert_close(out, expected)
@@ -188,17 +199,19 @@ def test_fused_bias_relu_uses_the_current_stream(ext, generator):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("version", ELEMENTWISE)
-def test_fused_bias_relu_indexes_past_two_to_the_31(ext, version):
-    """2^31 + 7 half-precision elements (4 GiB): a 32-bit index would wrap and write elsewhere.
-    Checked at the last elements and a random sample, against float64 on those elements."""
+def test_fused_bias_relu_indexes_past_two_to_the_32(ext, version):
+    """Just over 2^32 half-precision elements (8 GiB), as a view one element into its buffer so
+    that v3 too indexes element by element: an index held in 32 bits, signed or not, wraps and
+    leaves the end of the output unwritten. Checked at the last elements and a random sample."""
     free, _ = torch.cuda.mem_get_info()
-    if free < 16 * 2**30:
-        pytest.skip(f"needs 16 GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    if free < 24 * 2**30:
+        pytest.skip(f"needs 24 GiB of free GPU memory, {free / 2**30:.1f} GiB free")
     cols = 1031
-    numel = (2**31 // cols + 1) * cols  # whole rows, just past 2^31 elements
-    x = torch.empty(numel, dtype=torch.float16, device="cuda").uniform_(-2, 2).view(-1, cols)
+    numel = (2**32 // cols + 1) * cols  # whole rows, just past 2^32 elements
+    base = torch.empty(numel + 1, dtype=torch.float16, device="cuda").uniform_(-2, 2)
+    x = base[1:].view(-1, cols)
     bias = torch.linspace(-1, 1, cols, device="cuda", dtype=torch.float16)
-    out = getattr(ext, version)(x, bias, 0.5)
+    out = poisoned(getattr(ext, version), x, bias, 0.5)
     flat_x, flat_out = x.view(-1), out.view(-1)
     sample = torch.cat(
         [
@@ -208,7 +221,7 @@ def test_fused_bias_relu_indexes_past_two_to_the_31(ext, version):
     )
     expected = torch.relu(flat_x[sample].double() * 0.5 + bias[sample % cols].double()).half()
     torch.testing.assert_close(flat_out[sample], expected, **TOLERANCES[torch.float16])
-    del x, out, flat_x, flat_out
+    del base, x, out, flat_x, flat_out
     torch.cuda.empty_cache()
 
 
@@ -228,14 +241,52 @@ def test_sum_matches_reference(ext, version, dtype, numel, device, generator):
     torch.testing.assert_close(out, expected, **sum_tolerance(dtype, numel))
 
 
+# Sizes whose count of ones the output dtype holds exactly (bfloat16: integers to 256, float16:
+# to 2048, float32: to 2^24), each with tails of every vector width and misaligned starts.
+EXACT_COUNTS = {
+    torch.float32: [1, 7, 1024, 4099, 1_000_003],
+    torch.float16: [1, 7, 255, 1023, 2047],
+    torch.bfloat16: [1, 7, 37, 255],
+}
+
+
 @pytest.mark.parametrize("version", SUMS)
-@pytest.mark.parametrize("numel", [1, 7, 1024, 4099, 1_000_003])
-@pytest.mark.parametrize("offset", [0, 1, 2])
-def test_sum_counts_every_element_once(ext, version, numel, offset, device):
-    """A sum of ones is exact (below 2^24 in float): any element skipped or added twice by a
-    tail, a vector width or a misaligned start shows up as an integer off."""
-    x = torch.ones(numel + offset, device=device)[offset:]
+@pytest.mark.parametrize(
+    ("dtype", "numel"), [(d, n) for d, sizes in EXACT_COUNTS.items() for n in sizes], ids=str
+)
+@pytest.mark.parametrize("offset", [0, 1, 2, 3])
+def test_sum_counts_every_element_once(ext, version, dtype, numel, offset, device):
+    """A sum of ones is exact: any element skipped or added twice by a tail, a vector width or
+    a misaligned start shows up as an integer off."""
+    x = torch.ones(numel + offset, dtype=dtype, device=device)[offset:]
     assert getattr(ext, version)(x).item() == numel
+
+
+@pytest.mark.cuda
+def test_sum_v0_stops_counting_at_two_to_the_24(ext):
+    """v0 adds every element into one float: past 2^24 the spacing of floats is 2, so 2^24 + 1
+    rounds back to 2^24 and the count stops. The other versions sum in registers first."""
+    x = torch.ones(2**24 + 1000, device="cuda")
+    assert ext.sum_v0_atomic_per_element(x).item() == 2**24
+    assert ext.sum_v6_deterministic(x).item() == 2**24 + 1000
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("version", SUMS[1:])  # not v0: see the test above
+def test_sum_indexes_past_two_to_the_32(ext, version):
+    """Just over 2^32 bfloat16 ones (8 GiB), misaligned so that the vectorized versions also index
+    element by element: a 32-bit index would wrap and count some elements twice or not at all."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 12 * 2**30:
+        pytest.skip(f"needs 12 GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    numel = 2**32 + 4099
+    x = torch.ones(numel + 1, dtype=torch.bfloat16, device="cuda")[1:]
+    # float accumulation of 2^32 ones is exact per block but not in total: within 1e-6; the
+    # bfloat16 output then rounds to 8 bits of mantissa.
+    total = getattr(ext, version)(x).double().item()
+    assert abs(total - numel) <= 4e-3 * numel, total
+    del x
+    torch.cuda.empty_cache()
 
 
 @pytest.mark.parametrize("version", SUMS)
@@ -299,7 +350,9 @@ def test_sum_columns_rejects_a_0_dim_tensor(ext, device):
 def test_every_kernel_on_small_shapes(ext, dtype, generator):
     """Small enough for compute-sanitizer (10-100x slower): vector tails, misaligned starts and a
     grid of more than one block, for every kernel in this chapter."""
-    for numel, offset in [(1, 0), (37, 1), (1031, 0), (4099, 2)]:
+    # 128 float32 = 512 bytes, a whole allocation granule: an access one past the end leaves the
+    # allocation (run with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so each tensor has its own).
+    for numel, offset in [(1, 0), (37, 1), (128, 0), (1031, 0), (4099, 2)]:
         x = random((numel + offset,), dtype, "cuda", generator)[offset:]
         for version in SUMS:
             out = getattr(ext, version)(x)

@@ -6,8 +6,9 @@
 
 Steps: the environment (make doctor's report), build every chapter (MAX_JOBS parallel jobs), run
 all tests with CUDA, rerun the tests marked `sanitize` under each compute-sanitizer tool, run every
-chapter's benchmark.py. Writes gpu_check.json and gpu_check.md (device, versions, date, each step's
-result) and the benchmarks' own tables to --out (default: $OUT if set, else docs/perf/).
+chapter's benchmark.py, and its profile_kernels.py under Nsight Compute where it has one. Writes
+gpu_check.json and gpu_check.md (device, versions, date, each step's result) and the benchmarks'
+own tables to --out (default: $OUT if set, else docs/perf/).
 Exits non-zero if any step failed.
 """
 
@@ -29,6 +30,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+# Nsight Compute over a chapter's profile_kernels.py: the sections its lesson reads. No clock
+# control: ncu would otherwise lock the clocks to base, and the lesson compares with benchmarks
+# taken at the clocks the GPU runs at.
+NCU_ARGS = [
+    "--clock-control",
+    "none",
+    "-k",
+    "regex:fused_bias_relu|sum_v|reduce_kernel",
+    "--section",
+    "SpeedOfLight",
+    "--section",
+    "LaunchStats",
+    "--section",
+    "Occupancy",
+    "--section",
+    "WarpStateStats",
+    "--metrics",
+    "smsp__inst_executed.sum,dram__bytes_read.sum,dram__bytes_write.sum",
+]
 
 
 def load_doctor():
@@ -39,7 +59,9 @@ def load_doctor():
     return module
 
 
-def run_step(name: str, command: list[str], log: Path, timeout_s: int = 3600) -> dict:
+def run_step(
+    name: str, command: list[str], log: Path, timeout_s: int = 3600, env: dict | None = None
+) -> dict:
     """Run one command, stream its output to the terminal and the log, return its result.
     A step still running after timeout_s is killed and counts as failed (exit 124)."""
     print(f"\n==== {name}: {' '.join(command)}", flush=True)
@@ -48,7 +70,12 @@ def run_step(name: str, command: list[str], log: Path, timeout_s: int = 3600) ->
     with log.open("a") as log_file:
         log_file.write(f"\n==== {name}: {' '.join(command)}\n")
         process = subprocess.Popen(
-            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            command,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
         )
 
         def copy_output() -> None:
@@ -233,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
                         *map(str, CHAPTERS),
                     ],
                     log,
+                    # Without PyTorch's caching allocator every tensor is its own cudaMalloc, so
+                    # memcheck sees an access past a tensor's end and initcheck an unwritten one.
+                    env={**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
                 )
                 step["summary"] = pytest_summary(step.pop("tail"))
                 steps.append(step)
@@ -250,6 +280,23 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 step.pop("tail")
                 steps.append(step)
+            profile = chapter / "profile_kernels.py"
+            ncu = shutil.which("ncu")
+            if profile.exists() and ncu is not None:
+                report = bench_out / f"{chapter.name.split('_')[0]}_ncu.txt"
+                step = run_step(
+                    f"ncu {chapter.name}",
+                    [ncu, *NCU_ARGS, "--log-file", str(report), python, str(profile)],
+                    log,
+                )
+                step.pop("tail")
+                steps.append(step)
+                summary = subprocess.run(
+                    [python, str(chapter / "ncu_summary.py"), str(report)],
+                    capture_output=True,
+                    text=True,
+                )
+                report.with_suffix(".md").write_text(summary.stdout)
         benchmark_tables = [p.read_text() for p in sorted(bench_out.glob("*.md"))]
 
     for step in steps:
