@@ -44,8 +44,9 @@ export TORCH_CUDA_ARCH_LIST := 9.0
 endif
 endif
 # A toolkit with only nvcc lacks the cuBLAS/cuSPARSE headers that ATen/cuda/CUDAContext.h
-# includes; torch's pip wheels bring them in .venv's site-packages/nvidia/cu13/include.
-# (Recursively expanded, so a .venv created by this very make run is seen.)
+# includes; torch's pip wheels bring them in .venv's site-packages/nvidia/cu13/include. This is
+# for your own builds in a shell that ran make before: in a fresh clone make cannot see the .venv
+# it creates during the same run, so the chapters' loaders find the folder themselves.
 ifdef ENV_READY
 ifeq ($(wildcard $(CUDA_HOME)/include/cusparse.h),)
 NVIDIA_INCLUDE = $(abspath $(firstword $(wildcard $(VENV)/lib/python3*/site-packages/nvidia/cu13/include)))
@@ -78,7 +79,7 @@ tutorial: $(ENV_READY)
 	@echo; echo "Tutorial done. Next: read chapter1_cpp_to_python/README.md and open its notebook."
 
 test: $(ENV_READY)
-	$(PY) -m pytest --nbmake tests $(CHAPTERS) $(PYTEST_ARGS)
+	$(PY) -m pytest --nbmake --nbmake-timeout=600 tests $(CHAPTERS) $(PYTEST_ARGS)
 
 doctor: $(ENV_READY)
 	@$(PY) tools/doctor.py

@@ -39,6 +39,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Notebooks last: a chapter's tests build its extension in this process, and the notebook
+    # (a separate kernel, under nbmake's timeout) then loads the cached build instead of
+    # compiling it. (Collected in file order, chapterN.ipynb would come before test_chapterN.py.)
+    items.sort(key=lambda item: item.path.suffix == ".ipynb")
     if HAS_CUDA:
         return
     skip_cuda = pytest.mark.skip(reason=NO_CUDA_REASON)

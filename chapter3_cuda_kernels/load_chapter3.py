@@ -45,6 +45,20 @@ def build_root() -> Path:
     return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_")
 
 
+def cuda_include_paths() -> list[str]:
+    """Where cusparse.h and cublas_v2.h are, if the toolkit in CUDA_HOME lacks them (an install
+    with only nvcc): ATen/cuda/CUDAContext.h includes both, and torch's pip wheels bring them in
+    site-packages/nvidia/cu13/include."""
+    if CUDA_HOME is None or (Path(CUDA_HOME) / "include" / "cusparse.h").exists():
+        return []
+    try:
+        import nvidia
+    except ImportError:
+        return []
+    found = [Path(p) / "cu13" / "include" for p in nvidia.__path__]
+    return [str(p) for p in found if (p / "cusparse.h").exists()][:1]
+
+
 def can_build_cuda() -> bool:
     """A CUDA build of torch and an nvcc to compile with; a GPU is not needed to compile."""
     return torch.version.cuda is not None and CUDA_HOME is not None
@@ -76,6 +90,7 @@ def load_chapter3(verbose: bool = False) -> ModuleType:
             # lines in Nsight Compute at no cost in speed. No --use_fast_math: it would change
             # results (and denormals) behind the tests' backs.
             extra_cuda_cflags=["-O3", "-lineinfo", "-DWITH_CUDA"],
+            extra_include_paths=cuda_include_paths() if with_cuda else [],
             build_directory=str(build_directory),
             # with_cuda=False keeps a CPU-only build from linking the CUDA runtime.
             with_cuda=with_cuda,
