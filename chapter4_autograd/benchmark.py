@@ -5,7 +5,12 @@ PyTorch, torch.compile and the bytes floor; the LSTM cell against torch.nn.LSTMC
     python chapter4_autograd/benchmark.py --quick --no-compile # seconds
     python chapter4_autograd/benchmark.py --out DIR            # DIR/chapter4_cuda.{md,json}
 
-Timing as in chapter 3: CUDA events, L2 flushed and the GPU kept busy before each run, median.
+Three numbers per case. GPU ms: the median of CUDA-event timings, each run with a cold L2 and
+the GPU kept asleep for 5 ms first, long enough for the host to queue all of the run's
+kernels, so the events see the GPU's work and not the host's. Host ms: the CPU time to issue one
+forward + backward (Python, autograd, launches), measured while the GPU sleeps. Back-to-back ms:
+CUDA events around 20 calls in a row (median of 5 such loops), what a training loop gets, limited
+by the slower of the two.
 The bytes floor is what forward and backward must move at least (forward: read x, write y;
 backward: read grad_y and y, write grad_x: five tensors), divided by the bandwidth of a copy_
 measured at the same size.
@@ -17,6 +22,7 @@ import argparse
 import datetime
 import json
 import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -24,26 +30,56 @@ import torch
 import functions
 
 
+def event_ms(fn) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
 class Timer:
-    """Median GPU time of fn() in milliseconds, each run with a cold L2 and a GPU already busy."""
+    """GPU, host and back-to-back milliseconds of fn() (see the module's docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sleep_ms: float = 5.0) -> None:
         self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+        # torch.cuda._sleep counts GPU clock cycles: find how many make sleep_ms.
+        cycles_per_ms = 1_000_000 / event_ms(lambda: torch.cuda._sleep(1_000_000))
+        self.sleep_cycles = int(sleep_ms * cycles_per_ms)
+        self.sleep_ms = sleep_ms
 
-    def median_ms(self, fn, runs: int = 30) -> float:
+    def measure(self, fn, runs: int = 30, loop: int = 20) -> dict:
         fn()
         torch.cuda.synchronize()
-        events = []
+        events, host_ms = [], []
         for _ in range(runs):
             self.flush.zero_()
-            torch.cuda._sleep(200_000)
+            torch.cuda._sleep(self.sleep_cycles)
             pair = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin = time.perf_counter()  # CPU work only: the GPU is asleep while fn() issues
             pair[0].record()
             fn()
             pair[1].record()
+            host_ms.append((time.perf_counter() - begin) * 1e3)
             events.append(pair)
         torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in events)
+        host = statistics.median(host_ms)
+        if host > 0.8 * self.sleep_ms:
+            raise RuntimeError(
+                f"the host needs {host:.2f} ms to issue one call, about the GPU's "
+                f"{self.sleep_ms} ms sleep: the GPU time would include waiting for it"
+            )
+
+        def back_to_back() -> None:
+            for _ in range(loop):
+                fn()
+
+        return {
+            "gpu_ms": statistics.median(s.elapsed_time(e) for s, e in events),
+            "host_ms": host,
+            "loop_ms": statistics.median(event_ms(back_to_back) for _ in range(5)) / loop,
+        }
 
 
 def fused_rows(timer: Timer, row_exponents, use_compile: bool) -> list[dict]:
@@ -58,7 +94,7 @@ def fused_rows(timer: Timer, row_exponents, use_compile: bool) -> list[dict]:
         bias = torch.randn(cols, device="cuda", requires_grad=True)
         grad_y = torch.randn(2**e, cols, device="cuda")
         out = torch.empty_like(x)
-        copy_ms = timer.median_ms(lambda: out.copy_(x))
+        copy_ms = timer.measure(lambda: out.copy_(x))["gpu_ms"]
         floor_ms = 5 / 2 * copy_ms  # five tensors' worth of bytes; a copy moves two
 
         def forward_backward(f):
@@ -77,14 +113,14 @@ def fused_rows(timer: Timer, row_exponents, use_compile: bool) -> list[dict]:
             torch._dynamo.reset()
             cases["torch.compile"] = forward_backward(torch.compile(eager, dynamic=False))
         for name, fn in cases.items():
-            ms = timer.median_ms(fn)
+            times = timer.measure(fn)
             rows.append(
                 {
                     "shape": [2**e, cols],
                     "case": name,
-                    "ms": ms,
+                    **times,
                     "floor_ms": floor_ms,
-                    "of_floor": ms / floor_ms,
+                    "of_floor": times["gpu_ms"] / floor_ms,
                 }
             )
     return rows
@@ -105,26 +141,36 @@ def lstm_rows(timer: Timer, quick: bool) -> list[dict]:
                 h, c = cell(x, state)
                 return torch.autograd.grad(h.sum() + c.sum(), (x, *cell.parameters()))
 
-            rows.append({"batch": batch, "case": name, "ms": timer.median_ms(step)})
+            rows.append({"batch": batch, "case": name, **timer.measure(step)})
     return rows
 
 
 def to_markdown(result: dict) -> str:
     lines = [
         f"{result['gpu']}; torch {result['torch']}, CUDA {result['cuda']}; {result['date']}.",
-        "Forward + backward, median of CUDA-event timings with a cold L2.",
+        "Forward + backward. GPU: median of CUDA-event timings, cold L2, host hidden; host: CPU",
+        "time to issue one call; back to back: per call, 20 calls in a row (median of 5).",
         "",
-        "| x (float32) | case | ms | bytes floor, ms | time / floor |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| x (float32) | case | GPU ms | host ms | back to back ms | bytes floor, ms "
+        "| GPU / floor |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in result["fused_bias_relu"]:
         shape = f"({r['shape'][0]:,}, {r['shape'][1]:,})"
         lines.append(
-            f"| {shape} | {r['case']} | {r['ms']:.3f} | {r['floor_ms']:.3f} | {r['of_floor']:.2f} |"
+            f"| {shape} | {r['case']} | {r['gpu_ms']:.3f} | {r['host_ms']:.3f} "
+            f"| {r['loop_ms']:.3f} | {r['floor_ms']:.3f} | {r['of_floor']:.2f} |"
         )
-    lines += ["", "| LSTM cell, 512 → 512, float32 | case | ms |", "| --- | --- | ---: |"]
+    lines += [
+        "",
+        "| LSTM cell, 512 → 512, float32 | case | GPU ms | host ms | back to back ms |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     for r in result["lstm"]:
-        lines.append(f"| batch {r['batch']} | {r['case']} | {r['ms']:.3f} |")
+        lines.append(
+            f"| batch {r['batch']} | {r['case']} | {r['gpu_ms']:.3f} | {r['host_ms']:.3f} "
+            f"| {r['loop_ms']:.3f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -15,8 +15,9 @@ ext = load_chapter4.load_chapter4()
 
 
 class ReLUFunction(torch.autograd.Function):
-    """y = relu(x), returned with the mask y > 0. The backward needs only the mask: one byte per
-    element saved instead of the input's two to eight."""
+    """y = relu(x), returned with its mask (False where y <= 0). The backward needs only the mask:
+    one byte per element, cheaper than keeping x or y (two to eight bytes) when nothing else
+    holds them."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -27,8 +28,10 @@ class ReLUFunction(torch.autograd.Function):
         return y, mask
 
     @staticmethod
-    @once_differentiable  # relu_backward is a kernel autograd cannot see into: no double backward
-    def backward(ctx, grad_y: torch.Tensor, _grad_mask: None) -> torch.Tensor:
+    @once_differentiable  # on CUDA relu_backward is a kernel autograd cannot see into
+    def backward(ctx, grad_y: torch.Tensor, _grad_mask: torch.Tensor) -> torch.Tensor:
+        # _grad_mask: autograd still passes one gradient per output; for the non-differentiable
+        # mask it is all zeros, and nothing uses it.
         (mask,) = ctx.saved_tensors
         return ext.relu_backward(grad_y, mask)
 
@@ -40,7 +43,8 @@ def relu(x: torch.Tensor) -> torch.Tensor:
 
 class FusedBiasReLUFunction(torch.autograd.Function):
     """y = relu(x * scale + bias), bias over the last dimension of x. Saves only the output y:
-    the backward's mask is y > 0, and a model keeps y alive anyway as the next layer's input."""
+    the backward's mask is "y not <= 0", and a model keeps y alive anyway as the next layer's
+    input."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:

@@ -1,6 +1,6 @@
 // fused_bias_relu.cu: forward and backward kernels for chapter 4's two ops (lesson: "The
 // kernels"):
-//   relu_forward       y = relu(x) and the mask y > 0 (bool) in one pass
+//   relu_forward       y = relu(x) and the mask !(y <= 0) (bool) in one pass
 //   relu_backward      grad_x = mask ? grad_y : 0
 //   fused_bias_relu    y = relu(x * scale + bias): chapter 3's v3, vectorized
 //   ..._backward       one pass over grad_y and the saved y that writes grad_x = grad_y * scale *
@@ -31,9 +31,10 @@ __global__ void relu_forward_kernel(const scalar_t* __restrict__ x, scalar_t* __
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel;
        i += stride) {
     const scalar_t v = x[i];
-    const bool active = v > scalar_t(0);
-    // NaN is not > 0 but relu keeps it: y is v unless v is a number <= 0.
-    y[i] = (active || v != v) ? v : scalar_t(0);
+    // Written as !(v <= 0) so that NaN counts as active: relu keeps NaN, and PyTorch's backward
+    // passes the gradient through it (it zeroes only where y <= 0).
+    const bool active = !(v <= scalar_t(0));
+    y[i] = active ? v : scalar_t(0);
     mask[i] = active;
   }
 }
@@ -110,8 +111,9 @@ __global__ void fused_bias_relu_backward_kernel(const scalar_t* __restrict__ gra
       Vec gx;
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
+        // !(y <= 0), not y > 0: a NaN output passes its gradient on, as in PyTorch.
         const acc_t active_grad =
-            static_cast<acc_t>(out.val[k]) > acc_t(0) ? static_cast<acc_t>(g.val[k]) : acc_t(0);
+            static_cast<acc_t>(out.val[k]) <= acc_t(0) ? acc_t(0) : static_cast<acc_t>(g.val[k]);
         sums[k] += active_grad;
         gx.val[k] = static_cast<scalar_t>(active_grad * scale);
       }

@@ -85,6 +85,14 @@ std::vector<at::Tensor> lstm_cell_backward(const at::Tensor& grad_h_next,
   course::check_like(c, grad_c, op, "c", "grad_c");
   course::check_same_shape(c, grad_h, op, "c", "grad_h");
   course::check_same_shape(c, grad_c, op, "c", "grad_c");
+  // gates and tanh_c_next come from lstm_cell_forward; a caller could still pass anything, and
+  // the CUDA kernel indexes them by c's shape.
+  const int64_t batch = c.size(0), hidden = c.size(1);
+  course::check_like(c, gates, op, "c", "gates");
+  course::check_like(c, tanh_c_next, op, "c", "tanh_c_next");
+  TORCH_CHECK(gates.sizes() == at::IntArrayRef({batch, 4 * hidden}), op,
+              ": gates must have shape [", batch, ", ", 4 * hidden, "], got ", gates.sizes());
+  course::check_same_shape(c, tanh_c_next, op, "c", "tanh_c_next");
 
   at::Tensor grad_gates, grad_c_prev;
   if (c.is_cuda()) {

@@ -56,8 +56,9 @@ std::tuple<at::Tensor, at::Tensor> fused_bias_relu_backward_cpu(const at::Tensor
                                                                 const at::Tensor& y, double scale,
                                                                 bool need_grad_x,
                                                                 bool need_grad_bias) {
-  const at::Tensor active_grad = at::where(y > 0, grad_y.to(opmath_dtype(y)),
-                                           at::zeros({}, y.options().dtype(opmath_dtype(y))));
+  // Zero where y <= 0 (not "keep where y > 0"): a NaN output passes its gradient on.
+  const at::Tensor active_grad = at::where(
+      y <= 0, at::zeros({}, y.options().dtype(opmath_dtype(y))), grad_y.to(opmath_dtype(y)));
   at::Tensor grad_x, grad_bias;
   if (need_grad_x) grad_x = (active_grad * scale).to(y.scalar_type());
   if (need_grad_bias) {
@@ -80,7 +81,7 @@ std::tuple<at::Tensor, at::Tensor> relu_forward(const at::Tensor& x) {
 #endif
   }
   at::Tensor y = at::relu(x);
-  return {y, y > 0};
+  return {y, y.le(0).logical_not_()};  // NaN counts as active, as in the CUDA kernel
 }
 
 at::Tensor relu_backward(const at::Tensor& grad_y, const at::Tensor& mask) {
@@ -142,7 +143,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #else
   m.attr("built_with_cuda") = false;
 #endif
-  m.def("relu_forward", &relu_forward, "(relu(x), relu(x) > 0)", py::arg("x"));
+  m.def("relu_forward", &relu_forward, "(relu(x), mask): mask is False where relu(x) <= 0",
+        py::arg("x"));
   m.def("relu_backward", &relu_backward, "grad_y where mask, else 0", py::arg("grad_y"),
         py::arg("mask"));
   m.def("fused_bias_relu_forward", &fused_bias_relu_forward, "relu(x * scale + bias)", py::arg("x"),

@@ -103,7 +103,7 @@ def test_relu_mask_is_an_output_without_gradient(device):
     x = torch.tensor([-1.0, 0.0, 2.0, float("nan")], device=device, requires_grad=True)
     y, mask = functions.ReLUFunction.apply(x)
     assert mask.dtype == torch.bool and not mask.requires_grad and y.requires_grad
-    assert mask.tolist() == [False, False, True, False]
+    assert mask.tolist() == [False, False, True, True]  # NaN passes its gradient, as in torch
     torch.testing.assert_close(y, torch.relu(x), equal_nan=True)
 
 
@@ -122,6 +122,20 @@ def test_relu_refuses_double_backward(device):
         grad.sum().backward()
 
 
+def test_relu_passes_the_gradient_of_nan_and_inf_like_torch(device):
+    """relu keeps NaN, and PyTorch's backward zeroes the gradient only where y <= 0: a NaN or +inf
+    input gets its gradient, -inf does not. A mask written as y > 0 would get NaN wrong."""
+    values = torch.tensor(
+        [float("nan"), float("inf"), -float("inf"), -1.0, 0.0, 2.0], device=device
+    )
+    x, x_ref = values.clone().requires_grad_(), values.clone().requires_grad_()
+    grad_y = torch.arange(1.0, 7.0, device=device)
+    torch.testing.assert_close(functions.relu(x), torch.relu(x_ref), equal_nan=True)
+    (grad_x,) = torch.autograd.grad(functions.relu(x), x, grad_y)
+    (grad_x_ref,) = torch.autograd.grad(torch.relu(x_ref), x_ref, grad_y)
+    torch.testing.assert_close(grad_x, grad_x_ref)
+
+
 def test_relu_backward_rejects_a_mask_that_is_not_bool(device):
     with pytest.raises(RuntimeError, match="relu_backward: mask must be a bool tensor, got Float"):
         ext.relu_backward(torch.ones(3, device=device), torch.ones(3, device=device))
@@ -129,7 +143,21 @@ def test_relu_backward_rejects_a_mask_that_is_not_bool(device):
 
 # ---- fused_bias_relu ---------------------------------------------------------------------------
 
-SHAPES = [(1,), (7,), (1, 1), (31, 17), (2, 3, 65), (257, 1001), (64, 1002), (3, 0), (0, 5)]
+# Last dims that 4 and 8 divide take the vectorized backward (16-byte loads); odd ones the
+# one-element path.
+SHAPES = [
+    (1,),
+    (7,),
+    (1, 1),
+    (31, 17),
+    (2, 3, 65),
+    (33, 128),
+    (9, 4096),
+    (257, 1001),
+    (64, 1002),
+    (3, 0),
+    (0, 5),
+]
 
 
 @pytest.mark.parametrize("version", FUSED)
@@ -149,6 +177,41 @@ def test_fused_bias_relu_gradients_match_autograd(version, dtype, shape, device,
     torch.testing.assert_close(grad_x, grad_x_ref.to(dtype), **TOLERANCES[dtype])
     rows = math.prod(shape[:-1])
     torch.testing.assert_close(grad_bias, grad_bias_ref.to(dtype), **sum_tolerance(dtype, rows))
+
+
+@pytest.mark.parametrize("version", FUSED)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_fused_bias_relu_handles_misaligned_tensors(version, dtype, device, generator):
+    """x and grad_y that start one element into their storage: contiguous, but not on a 16-byte
+    boundary, so the kernels must fall back from their vector width."""
+    rows, cols = 17, 64
+
+    def misaligned() -> torch.Tensor:
+        return random(rows * cols + 1, dtype, device, generator)[1:].view(rows, cols)
+
+    bias = random((cols,), dtype, device, generator, requires_grad=True)
+    x = away_from_the_kink(misaligned(), bias, 0.7).requires_grad_()
+    grad_y = misaligned()
+    assert x.data_ptr() % 16 != 0 and grad_y.data_ptr() % 16 != 0
+    y = FUSED[version](x, bias, 0.7)
+    grads = torch.autograd.grad(y, (x, bias), grad_y)
+    y_ref = reference_fused_bias_relu(x, bias, 0.7)
+    grads_ref = torch.autograd.grad(y_ref, (x, bias), grad_y.double())
+    torch.testing.assert_close(y, y_ref.to(dtype), **TOLERANCES[dtype])
+    torch.testing.assert_close(grads[0], grads_ref[0].to(dtype), **TOLERANCES[dtype])
+    torch.testing.assert_close(grads[1], grads_ref[1].to(dtype), **sum_tolerance(dtype, rows))
+
+
+@pytest.mark.parametrize("version", FUSED)
+def test_fused_bias_relu_passes_the_gradient_of_nan_like_torch(version, device):
+    x = torch.tensor([[float("nan"), -1.0, 3.0], [2.0, float("nan"), -float("inf")]], device=device)
+    bias = torch.tensor([0.5, 0.25, -1.0], device=device)
+    grad_y = torch.arange(1.0, 7.0, device=device).view(2, 3)
+    x, bias = x.requires_grad_(), bias.requires_grad_()
+    grads = torch.autograd.grad(FUSED[version](x, bias, 2.0), (x, bias), grad_y)
+    grads_ref = torch.autograd.grad(torch.relu(x * 2.0 + bias), (x, bias), grad_y)
+    for got, want in zip(grads, grads_ref, strict=True):
+        torch.testing.assert_close(got, want)
 
 
 @pytest.mark.parametrize("version", FUSED)
@@ -212,11 +275,21 @@ def test_fused_bias_relu_computes_only_the_gradients_asked_for(
         return real_backward(grad_y, y, scale, need_grad_x, need_grad_bias)
 
     monkeypatch.setattr(ext, "fused_bias_relu_backward", spy)
-    x = random((8, 5), torch.float32, device, generator, requires_grad=x_grad)
-    bias = random((5,), torch.float32, device, generator, requires_grad=bias_grad)
-    functions.fused_bias_relu(x, bias).sum().backward()
+    # (33, 128): the vectorized kernel, whose two halves (grad_x, the column sums) each can skip.
+    x = random((33, 128), torch.float32, device, generator, requires_grad=x_grad)
+    bias = random((128,), torch.float32, device, generator, requires_grad=bias_grad)
+    x = away_from_the_kink(x.detach(), bias.detach(), 1.5).requires_grad_(x_grad)
+    grad_y = random((33, 128), torch.float32, device, generator)
+    functions.fused_bias_relu(x, bias, 1.5).backward(grad_y)
     assert calls == [(x_grad, bias_grad)]
     assert (x.grad is not None) == x_grad and (bias.grad is not None) == bias_grad
+
+    # The one gradient that was computed is still right.
+    x_ref = x.detach().double().requires_grad_(x_grad)
+    bias_ref = bias.detach().double().requires_grad_(bias_grad)
+    torch.relu(x_ref * 1.5 + bias_ref).backward(grad_y.double())
+    got, want = (x.grad, x_ref.grad) if x_grad else (bias.grad, bias_ref.grad)
+    torch.testing.assert_close(got, want.float(), **sum_tolerance(torch.float32, 33))
 
 
 def test_fused_bias_relu_backward_returns_none_for_a_skipped_gradient(device):
@@ -227,23 +300,25 @@ def test_fused_bias_relu_backward_returns_none_for_a_skipped_gradient(device):
     assert grad_bias is None and grad_x.shape == (4, 3)
 
 
-def test_fused_bias_relu_saves_only_its_output(device, generator):
+@pytest.mark.parametrize("version", FUSED)
+def test_fused_bias_relu_saves_only_its_output(version, device, generator):
     """What autograd keeps between forward and backward: one tensor, the output itself (which the
     next layer holds anyway), not the input."""
     saved = []
     x = random((16, 8), torch.float32, device, generator, requires_grad=True)
     bias = random((8,), torch.float32, device, generator, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        y = functions.fused_bias_relu(x, bias, 1.0)
+        y = FUSED[version](x, bias, 1.0)
     assert len(saved) == 1 and saved[0].data_ptr() == y.data_ptr()
 
 
 @pytest.mark.cuda
-def test_fused_bias_relu_bias_gradient_is_deterministic(generator):
+@pytest.mark.parametrize("version", FUSED)
+def test_fused_bias_relu_bias_gradient_is_deterministic(version, generator):
     x = random((4096, 300), torch.float32, "cuda", generator, requires_grad=True)
     bias = random((300,), torch.float32, "cuda", generator, requires_grad=True)
     grad_y = random((4096, 300), torch.float32, "cuda", generator)
-    y = functions.fused_bias_relu(x, bias, 1.0)
+    y = FUSED[version](x, bias, 1.0)
     first = torch.autograd.grad(y, bias, grad_y, retain_graph=True)[0]
     for _ in range(10):
         assert torch.equal(torch.autograd.grad(y, bias, grad_y, retain_graph=True)[0], first)
@@ -267,9 +342,10 @@ def test_fused_bias_relu_bias_gradient_is_deterministic(generator):
     ],
     ids=["bias-size", "dtype-mismatch", "int-dtype", "0-dim"],
 )
-def test_fused_bias_relu_rejects_bad_input(x, bias, message, device):
+@pytest.mark.parametrize("version", FUSED)
+def test_fused_bias_relu_rejects_bad_input(version, x, bias, message, device):
     with pytest.raises(RuntimeError, match=f"fused_bias_relu_forward: {message}"):
-        functions.fused_bias_relu(x.to(device), bias.to(device))
+        FUSED[version](x.to(device), bias.to(device), 1.0)
 
 
 @pytest.mark.cuda
@@ -304,6 +380,46 @@ def test_lstm_cell_matches_nn_lstmcell_forward_and_backward(dtype, sizes, device
     tolerance = TOLERANCES[dtype] if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
     for got, want in zip(run(ours), run(reference), strict=True):
         torch.testing.assert_close(got, want, **tolerance)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_lstm_cell_half_types_match_float32_on_cuda(dtype, generator):
+    """In float16/bfloat16 both cells round every gate: compare each to the float32 cell, with
+    room for a few roundings of the dtype (bfloat16 has 8 significant bits, float16 11)."""
+    torch.manual_seed(0)
+    reference = torch.nn.LSTMCell(48, 32, device="cuda")
+    ours = functions.LSTMCell(48, 32, device="cuda", dtype=dtype)
+    ours.load_state_dict(reference.state_dict())
+    x, h, c = (random((16, n), torch.float32, "cuda", generator) for n in (48, 32, 32))
+    grad_h, grad_c = (random((16, 32), torch.float32, "cuda", generator) for _ in range(2))
+
+    def run(cell, dtype):
+        inputs = [t.to(dtype).requires_grad_() for t in (x, h, c)]
+        h_next, c_next = cell(inputs[0], (inputs[1], inputs[2]))
+        grads = torch.autograd.grad(
+            (h_next, c_next), (*inputs, *cell.parameters()), (grad_h.to(dtype), grad_c.to(dtype))
+        )
+        return [t.float() for t in (h_next, c_next, *grads)]
+
+    tolerance = (
+        dict(rtol=0.05, atol=0.05) if dtype == torch.bfloat16 else dict(rtol=5e-3, atol=5e-3)
+    )
+    for got, want in zip(run(ours, dtype), run(reference, torch.float32), strict=True):
+        torch.testing.assert_close(got, want, **tolerance)
+
+
+def test_lstm_cell_backward_rejects_saved_tensors_of_the_wrong_shape(device):
+    x, h = torch.ones(2, 4, device=device), torch.ones(2, 3, device=device)
+    w_ih, w_hh = torch.ones(12, 4, device=device), torch.ones(12, 3, device=device)
+    with pytest.raises(
+        RuntimeError, match=r"lstm_cell_backward: gates must have shape \[2, 12\], got \[2, 3\]"
+    ):
+        ext.lstm_cell_backward(h, h, x, h, h, w_ih, w_hh, h, h, [True] * 6)
+    with pytest.raises(RuntimeError, match="lstm_cell_backward: c and tanh_c_next must have"):
+        ext.lstm_cell_backward(
+            h, h, x, h, h, w_ih, w_hh, torch.ones(2, 12, device=device), x, [True] * 6
+        )
 
 
 def test_lstm_cell_passes_gradcheck_in_float64(device, generator):
@@ -367,12 +483,24 @@ def test_fused_bias_relu_module_trains_like_plain_pytorch():
     assert custom[-1] < 0.9 * custom[0]
 
 
+@pytest.mark.cuda
+def test_fused_bias_relu_module_trains_like_plain_pytorch_on_cuda():
+    """On the GPU the two models add in different orders (our column sums against cuBLAS's
+    bias gradient), so the losses agree to float32 rounding, not bit for bit."""
+    demo = import_own_script("train_demo")
+    custom, plain = demo.train(steps=30, device="cuda")
+    torch.testing.assert_close(torch.tensor(custom), torch.tensor(plain), rtol=1e-4, atol=1e-6)
+    assert custom[-1] < 0.9 * custom[0]
+
+
 # ---- under compute-sanitizer: every kernel once, on small shapes ------------------------------
 
 
 @pytest.mark.cuda
 @pytest.mark.sanitize
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str
+)
 def test_every_kernel_on_small_shapes(dtype, generator):
     for shape in [(1, 1), (5, 37), (33, 128), (17, 1002)]:
         x = random(shape, dtype, "cuda", generator, requires_grad=True)
