@@ -96,6 +96,7 @@ clean:
 	rm -rf build $(addsuffix /build,$(CHAPTERS)) $(addsuffix /*.egg-info,$(CHAPTERS))
 	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print | xargs rm -rf
 	rm -rf .pytest_cache .ruff_cache
+	rm -f chapter5_extensions/custom_ops/*.so chapter5_extensions/compile_commands.json
 
 # `make print-env`: the build variables this Makefile exports (a debugging aid for the doctor).
 .PHONY: print-env

@@ -1,7 +1,7 @@
 // lstm_cell.cu: the pointwise part of the LSTM cell's backward as one kernel (lesson: "The LSTM
-// cell backward"). The two matrix products of the backward stay with cuBLAS (ATen's mm in
-// ops.cpp); everything between them, four gates and the cell state, is one pass here instead of
-// the dozen elementwise kernels autograd would launch. Built by load_chapter4.py.
+// cell backward"). The backward's matrix products stay with cuBLAS (ATen's mm in
+// lstm_cell.cpp); the pointwise part before them, four gates and the cell state, is one pass here
+// instead of the dozen or so elementwise kernels autograd would launch. Built by load_chapter4.py.
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

@@ -1,0 +1,320 @@
+"""Chapter 5's measurements on a CUDA GPU: every custom_ops operator against eager PyTorch,
+torch.compile and the memory-bandwidth floor; conv_rnn's one-launch kernel against the same
+recurrence as a Python loop of PyTorch ops.
+
+    python chapter5_extensions/benchmark.py                       # a few minutes on an H100
+    python chapter5_extensions/benchmark.py --quick --no-compile  # seconds
+    python chapter5_extensions/benchmark.py --out DIR             # DIR/chapter5_cuda.{md,json,png}
+
+GPU ms: median of 30 CUDA-event timings, each with a cold L2, after the GPU slept long enough
+for the host to queue the whole call (4 times the host's time, at least 2 ms), so that the events
+time the GPU's work, not the host's; runs where the host was slower anyway are counted.
+Back to back: CUDA events around 10 calls in a row, per call, median of 5: what a loop gets when
+the host is the slower side. Floor: the bytes the op must move at least (read inputs once, write
+outputs once) at the bandwidth a copy_ of the same tensor reaches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def event_ms(fn) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end)
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+        self.cycles_per_ms = 1_000_000 / event_ms(lambda: torch.cuda._sleep(1_000_000))
+
+    def host_ms(self, fn) -> float:
+        """CPU time to issue fn() while the GPU sleeps (so nothing blocks on it)."""
+        torch.cuda._sleep(int(200 * self.cycles_per_ms))
+        begin = time.perf_counter()
+        fn()
+        elapsed = (time.perf_counter() - begin) * 1e3
+        torch.cuda.synchronize()
+        return elapsed
+
+    def measure(self, fn, runs: int = 30, loop: int = 10) -> dict:
+        fn()
+        torch.cuda.synchronize()
+        host = statistics.median(self.host_ms(fn) for _ in range(3))
+        sleep_ms = max(2.0, 4 * host)
+        events, late = [], 0
+        for _ in range(runs):
+            self.flush.zero_()
+            torch.cuda._sleep(int(sleep_ms * self.cycles_per_ms))
+            pair = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin = time.perf_counter()
+            pair[0].record()
+            fn()
+            pair[1].record()
+            # A call the host took longer to issue than the GPU slept: its GPU time includes
+            # waiting for the host. Counted, so that a table can say when that happened.
+            late += (time.perf_counter() - begin) * 1e3 > sleep_ms
+            events.append(pair)
+        torch.cuda.synchronize()
+
+        def back_to_back() -> None:
+            for _ in range(loop):
+                fn()
+
+        return {
+            "gpu_ms": statistics.median(s.elapsed_time(e) for s, e in events),
+            "runs_host_not_hidden": late,
+            "host_ms": host,
+            "loop_ms": statistics.median(event_ms(back_to_back) for _ in range(5)) / loop,
+        }
+
+
+def compiled(fn, use_compile: bool):
+    if not use_compile:
+        return None
+    torch._dynamo.reset()  # a fresh graph per size: a static shape, as a model in training has
+    return torch.compile(fn, dynamic=False)
+
+
+def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
+    import custom_ops
+
+    rows = []
+    for e in exponents:
+        n = 2**e
+        cols = min(n, 1024)
+        x = torch.randn(n // cols, cols, device="cuda")
+        bias = torch.randn(cols, device="cuda")
+        out = torch.empty_like(x)
+        nbytes = x.numel() * x.element_size()
+        copy_ms = timer.measure(lambda: out.copy_(x))["gpu_ms"]
+        bytes_per_ms = 2 * nbytes / copy_ms
+
+        def eager_fused(x, b):
+            return torch.relu(x * 0.5 + b)
+
+        fused_c = compiled(eager_fused, use_compile)
+        relu_c = compiled(torch.relu, use_compile)
+        sum_c = compiled(torch.sum, use_compile)
+        cases = {
+            "fused_bias_relu": (
+                2 * nbytes,  # read x, write y (the bias is noise)
+                {
+                    "eager PyTorch": lambda: eager_fused(x, bias),
+                    "torch.compile": fused_c and (lambda: fused_c(x, bias)),
+                    "custom_ops": lambda: custom_ops.fused_bias_relu(x, bias, 0.5),
+                },
+            ),
+            "relu": (
+                2 * nbytes,
+                {
+                    "eager PyTorch": lambda: torch.relu(x),
+                    "torch.compile": relu_c and (lambda: relu_c(x)),
+                    "custom_ops": lambda: custom_ops.relu(x),
+                },
+            ),
+            "reduce_sum": (
+                nbytes,  # read x once
+                {
+                    "torch.sum": lambda: torch.sum(x),
+                    "torch.compile": sum_c and (lambda: sum_c(x)),
+                    "custom_ops": lambda: custom_ops.reduce_sum(x),
+                },
+            ),
+        }
+        rows.append(
+            {"op": "copy_", "case": "floor", "numel": n, "bytes": 2 * nbytes, "gpu_ms": copy_ms}
+        )
+        for op, (moved, fns) in cases.items():
+            for case, fn in fns.items():
+                if fn is None:
+                    continue
+                rows.append(
+                    {
+                        "op": op,
+                        "case": case,
+                        "numel": n,
+                        "bytes": moved,
+                        **timer.measure(fn),
+                        "floor_ms": moved / bytes_per_ms,
+                    }
+                )
+    return rows
+
+
+def reference_conv_rnn(x, kernel, hidden):
+    h, outputs = hidden, []
+    for t in range(x.shape[1]):
+        h = torch.tanh(x[:, t] + F.conv1d(h[:, None], kernel[None, None], padding=1)[:, 0])
+        outputs.append(h)
+    return torch.stack(outputs, dim=1)
+
+
+def sequence_rows(timer: Timer, quick: bool, use_compile: bool) -> list[dict]:
+    import custom_ops
+
+    rows = []
+    time_steps, features = (16, 256) if quick else (64, 256)
+    for batch in [8] if quick else [8, 512]:
+        x = torch.randn(batch, time_steps, features, device="cuda")
+        kernel = torch.randn(3, device="cuda") / 3
+        hidden = torch.randn(batch, features, device="cuda")
+        cases = {
+            "Python loop, eager": lambda: reference_conv_rnn(x, kernel, hidden),
+            "custom_ops (one kernel)": lambda: custom_ops.conv_rnn(x, kernel, hidden),
+        }
+        loop_compiled = compiled(reference_conv_rnn, use_compile)
+        if loop_compiled is not None:
+            cases["Python loop, torch.compile"] = lambda: loop_compiled(x, kernel, hidden)
+        for case, fn in cases.items():
+            rows.append(
+                {"op": "conv_rnn", "shape": [batch, time_steps, features], "case": case}
+                | timer.measure(fn)
+            )
+
+    for batch in [8] if quick else [8, 1024]:
+        torch.manual_seed(0)
+        reference = torch.nn.LSTMCell(512, 512, device="cuda")
+        ours = custom_ops.LSTMCell(512, 512, device="cuda")
+        ours.load_state_dict(reference.state_dict())
+        x = torch.randn(batch, 512, device="cuda", requires_grad=True)
+        state = (torch.randn(batch, 512, device="cuda"), torch.randn(batch, 512, device="cuda"))
+
+        cells = {"torch.nn.LSTMCell": reference, "custom_ops.LSTMCell": ours}
+        for case, cell in cells.items():
+
+            def fn(cell=cell):
+                h, c = cell(x, state)
+                return torch.autograd.grad(h.sum() + c.sum(), (x, *cell.parameters()))
+
+            rows.append(
+                {"op": "lstm_cell fwd+bwd", "shape": [batch, 512, 512], "case": case}
+                | timer.measure(fn)
+            )
+    return rows
+
+
+def to_markdown(result: dict) -> str:
+    lines = [
+        f"{result['gpu']}; torch {result['torch']}, CUDA {result['cuda']}; {result['date']}.",
+        "GPU time: median of CUDA-event timings, cold L2, host hidden. GB/s: the bytes the op",
+        "must move / GPU time. Floor: those bytes at copy_'s bandwidth for the same tensor.",
+        "",
+        "| op | elements | case | GPU ms | GB/s | of floor |",
+        "| --- | ---: | --- | ---: | ---: | ---: |",
+    ]
+    for r in result["bandwidth"]:
+        if r["op"] == "copy_":
+            continue
+        lines.append(
+            f"| {r['op']} | 2^{r['numel'].bit_length() - 1} | {r['case']} | {r['gpu_ms']:.4f} "
+            f"| {r['bytes'] / r['gpu_ms'] / 1e6:,.0f} | {r['floor_ms'] / r['gpu_ms']:.0%} |"
+        )
+    late = [
+        r
+        for rows in (result["bandwidth"], result["sequences"])
+        for r in rows
+        if r.get("runs_host_not_hidden")
+    ]
+    if late:
+        lines += ["", "Rows where the host was slower than the GPU's sleep in some runs:"]
+        lines += [
+            f"- {r['op']} {r.get('numel') or r.get('shape')} {r['case']}: "
+            f"{r['runs_host_not_hidden']} of 30"
+            for r in late
+        ]
+    lines += [
+        "",
+        "| op | shape | case | GPU ms | host ms | back to back ms |",
+        "| --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    for r in result["sequences"]:
+        shape = " x ".join(str(s) for s in r["shape"])
+        lines.append(
+            f"| {r['op']} | {shape} | {r['case']} | {r['gpu_ms']:.3f} | {r['host_ms']:.3f} "
+            f"| {r['loop_ms']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    rows = result["bandwidth"]
+    copy = {r["numel"]: r["bytes"] / r["gpu_ms"] / 1e6 for r in rows if r["op"] == "copy_"}
+    for ax, op in zip(axes, ["fused_bias_relu", "reduce_sum"], strict=True):
+        ax.plot(list(copy), list(copy.values()), "k--", label="copy_ (floor)")
+        for case in dict.fromkeys(r["case"] for r in rows if r["op"] == op):
+            points = [
+                (r["numel"], r["bytes"] / r["gpu_ms"] / 1e6)
+                for r in rows
+                if r["op"] == op and r["case"] == case
+            ]
+            ax.plot(*zip(*points, strict=True), marker="o", label=case)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("elements (float32)")
+        ax.set_title(op)
+        ax.legend()
+    axes[0].set_ylabel("GB/s")
+    fig.suptitle(f"custom_ops on {result['gpu']}, {result['date']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--out", type=Path, help="write chapter5_cuda.{md,json,png} here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmark.py needs a CUDA GPU (torch.cuda.is_available() is False); the tables in")
+        print("the lesson were measured on one (see docs/perf/h100/).")
+        return 2
+    import build_inplace
+
+    build_inplace.build_inplace()
+    torch.manual_seed(0)
+    timer = Timer()
+    exponents = [10, 16] if args.quick else [10, 14, 18, 22, 26, 28]
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "date": datetime.date.today().isoformat(),
+        "bandwidth": bandwidth_rows(timer, exponents, not args.no_compile),
+        "sequences": sequence_rows(timer, args.quick, not args.no_compile),
+    }
+    table = to_markdown(result)
+    print(table)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "chapter5_cuda.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out / "chapter5_cuda.md").write_text(table)
+        plot(result, args.out / "chapter5_cuda.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+// checks.h: the helpers every custom_ops source shares: input checks that name the op, the
+// argument, what was expected and what came; and the type half types compute in.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+
+namespace custom_ops {
+
+inline void check_floating(const at::Tensor& t, const char* op, const char* name) {
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, ": ", name,
+              " must be a floating-point tensor (float32, float64, float16 or bfloat16), got ",
+              t.scalar_type());
+}
+
+// `b` must match `a` in dtype and device.
+inline void check_like(const at::Tensor& a, const at::Tensor& b, const char* op, const char* name_a,
+                       const char* name_b) {
+  TORCH_CHECK(a.device() == b.device(), op, ": ", name_a, " and ", name_b,
+              " must be on the same device, got ", a.device(), " and ", b.device());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": ", name_a, " and ", name_b,
+              " must have the same dtype, got ", a.scalar_type(), " and ", b.scalar_type());
+}
+
+// The library's contract: inputs are contiguous. A hidden .contiguous() would cost a copy as
+// large as the op itself; the caller (ops.py's autograd glue, a module) makes that choice.
+inline void check_contiguous(const at::Tensor& t, const char* op, const char* name) {
+  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous (got strides ", t.strides(),
+              " for shape ", t.sizes(), "); call .contiguous() first");
+}
+
+inline void check_same_shape(const at::Tensor& a, const at::Tensor& b, const char* op,
+                             const char* name_a, const char* name_b) {
+  TORCH_CHECK(a.sizes() == b.sizes(), op, ": ", name_a, " and ", name_b,
+              " must have the same shape, got ", a.sizes(), " and ", b.sizes());
+}
+
+// x of rank >= 1 and bias of shape (x.size(-1),), both floating, alike and contiguous.
+inline void check_bias_op(const at::Tensor& x, const at::Tensor& bias, const char* op) {
+  check_floating(x, op, "x");
+  check_like(x, bias, op, "x", "bias");
+  TORCH_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension, got a 0-dim tensor");
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1), op, ": bias must have shape (",
+              x.size(-1), ",) to match x.size(-1), got ", bias.sizes());
+  check_contiguous(x, op, "x");
+  check_contiguous(bias, op, "bias");
+}
+
+// Half types compute in float, float in float, double in double.
+inline c10::ScalarType opmath_dtype(const at::Tensor& t) {
+  return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+}  // namespace custom_ops

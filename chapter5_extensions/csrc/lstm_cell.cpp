@@ -1,0 +1,112 @@
+// lstm_cell.cpp: one LSTM step and its backward (chapters 2 and 4), for the CPU and CUDA. The
+// matrix products are ATen's (BLAS or cuBLAS) on both; the pointwise parts are ATen ops on the
+// CPU and one fused kernel each way on CUDA (csrc/cuda/lstm_cell.cu), where chapter 4 fused
+// only the backward's.
+
+#include <torch/library.h>
+
+#include "checks.h"
+#include "cuda/lstm_cell.h"
+
+namespace custom_ops {
+namespace {
+
+void check_lstm(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c,
+                const at::Tensor& w_ih, const at::Tensor& w_hh, const char* op) {
+  check_floating(x, op, "x");
+  const std::pair<const at::Tensor*, const char*> all[] = {
+      {&x, "x"}, {&h, "h"}, {&c, "c"}, {&w_ih, "w_ih"}, {&w_hh, "w_hh"}};
+  for (const auto& [t, name] : all) {
+    check_like(x, *t, op, "x", name);
+    check_contiguous(*t, op, name);
+  }
+  TORCH_CHECK(x.dim() == 2 && h.dim() == 2, op, ": x and h must be 2-D (batch, features), got ",
+              x.sizes(), " and ", h.sizes());
+  const int64_t batch = x.size(0), input_size = x.size(1), hidden = h.size(1);
+  TORCH_CHECK(h.size(0) == batch, op, ": h must have ", batch, " rows like x, got ", h.size(0));
+  check_same_shape(h, c, op, "h", "c");
+  TORCH_CHECK(w_ih.sizes() == at::IntArrayRef({4 * hidden, input_size}), op,
+              ": w_ih must have shape [", 4 * hidden, ", ", input_size, "], got ", w_ih.sizes());
+  TORCH_CHECK(w_hh.sizes() == at::IntArrayRef({4 * hidden, hidden}), op, ": w_hh must have shape [",
+              4 * hidden, ", ", hidden, "], got ", w_hh.sizes());
+}
+
+// -> h_next, c_next, the activated gates [i f g o] (B, 4H) and tanh(c_next): the last two are
+// what the backward needs.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell(
+    const at::Tensor& x, const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
+    const at::Tensor& w_hh, const at::Tensor& b_ih, const at::Tensor& b_hh) {
+  const char* op = "lstm_cell";
+  check_lstm(x, h, c, w_ih, w_hh, op);
+  check_like(x, b_ih, op, "x", "b_ih");
+  check_like(x, b_hh, op, "x", "b_hh");
+  const int64_t hidden = h.size(1);
+  TORCH_CHECK(b_ih.sizes() == at::IntArrayRef({4 * hidden}) && b_hh.sizes() == b_ih.sizes(), op,
+              ": b_ih and b_hh must have shape [", 4 * hidden, "], got ", b_ih.sizes(), " and ",
+              b_hh.sizes());
+  at::Tensor pre = at::addmm(b_ih + b_hh, x, w_ih.t());
+  pre.addmm_(h, w_hh.t());
+  if (x.is_cuda()) return cuda::lstm_pointwise_forward(pre, c);
+  const auto chunks = pre.chunk(4, /*dim=*/1);
+  const at::Tensor i = at::sigmoid(chunks[0]), f = at::sigmoid(chunks[1]);
+  const at::Tensor g = at::tanh(chunks[2]), o = at::sigmoid(chunks[3]);
+  at::Tensor c_next = f * c + i * g;
+  at::Tensor tanh_c = at::tanh(c_next);
+  return {o * tanh_c, c_next, at::cat({i, f, g, o}, /*dim=*/1), tanh_c};
+}
+
+// -> the gradients of x, h, c, w_ih, w_hh and of the bias (the same for b_ih and b_hh).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at::Tensor& x,
+                   const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
+                   const at::Tensor& w_hh, const at::Tensor& gates, const at::Tensor& tanh_c) {
+  const char* op = "lstm_cell_backward";
+  check_lstm(x, h, c, w_ih, w_hh, op);
+  const std::pair<const at::Tensor*, const char*> same_as_c[] = {
+      {&grad_h, "grad_h"}, {&grad_c, "grad_c"}, {&tanh_c, "tanh_c"}};
+  for (const auto& [t, name] : same_as_c) {
+    check_like(c, *t, op, "c", name);
+    check_same_shape(c, *t, op, "c", name);
+    check_contiguous(*t, op, name);
+  }
+  check_like(c, gates, op, "c", "gates");
+  check_contiguous(gates, op, "gates");
+  TORCH_CHECK(gates.sizes() == at::IntArrayRef({c.size(0), 4 * c.size(1)}), op,
+              ": gates must have shape [", c.size(0), ", ", 4 * c.size(1), "], got ",
+              gates.sizes());
+
+  at::Tensor grad_pre, grad_c_prev;
+  if (c.is_cuda()) {
+    std::tie(grad_pre, grad_c_prev) =
+        cuda::lstm_pointwise_backward(grad_h, grad_c, c, gates, tanh_c);
+  } else {
+    const auto g = gates.chunk(4, /*dim=*/1);
+    const at::Tensor &i = g[0], &f = g[1], &cand = g[2], &o = g[3];
+    const at::Tensor dc = grad_c + grad_h * o * (1 - tanh_c * tanh_c);
+    grad_pre = at::cat({dc * cand * i * (1 - i), dc * c * f * (1 - f), dc * i * (1 - cand * cand),
+                        grad_h * tanh_c * o * (1 - o)},
+                       /*dim=*/1);
+    grad_c_prev = dc * f;
+  }
+  // pre = x W_ih^T + h W_hh^T + b_ih + b_hh: four products and a column sum.
+  return {grad_pre.mm(w_ih),  grad_pre.mm(w_hh),  grad_c_prev,
+          grad_pre.t().mm(x), grad_pre.t().mm(h), grad_pre.sum(0)};
+}
+
+}  // namespace
+
+// One host function serves both devices: the products dispatch on their own, and the pointwise
+// part branches above. (Registered for CUDA only when the library was built with it.)
+TORCH_LIBRARY_IMPL(custom_ops, CPU, m) {
+  m.impl("lstm_cell", &lstm_cell);
+  m.impl("lstm_cell_backward", &lstm_cell_backward);
+}
+
+#ifdef WITH_CUDA
+TORCH_LIBRARY_IMPL(custom_ops, CUDA, m) {
+  m.impl("lstm_cell", &lstm_cell);
+  m.impl("lstm_cell_backward", &lstm_cell_backward);
+}
+#endif
+
+}  // namespace custom_ops

@@ -1,0 +1,33 @@
+// ops.cpp: every operator of the custom_ops library, declared once. A schema is the op's
+// contract with PyTorch: its name, argument types and what it returns. The kernels are
+// registered per device next to their code (csrc/<op>.cpp for the CPU, csrc/cuda/<op>.cu for
+// CUDA); fake kernels and autograd are registered in Python (custom_ops/ops.py).
+
+#include <Python.h>
+#include <torch/library.h>
+
+// Importing custom_ops._C runs the TORCH_LIBRARY blocks below (static initializers). The module
+// itself is empty: no pybind11, the ops live in torch.ops.custom_ops, and the .so depends on the
+// stable Python ABI only (py_limited_api in setup.py).
+extern "C" {
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(custom_ops, m) {
+  m.def("relu(Tensor x) -> Tensor");
+  m.def("relu_backward(Tensor grad_y, Tensor y) -> Tensor");
+  m.def("fused_bias_relu(Tensor x, Tensor bias, float scale) -> Tensor");
+  m.def("fused_bias_relu_backward(Tensor grad_y, Tensor y, float scale) -> (Tensor, Tensor)");
+  m.def("reduce_sum(Tensor x) -> Tensor");
+  m.def(
+      "lstm_cell(Tensor x, Tensor h, Tensor c, Tensor w_ih, Tensor w_hh, Tensor b_ih, "
+      "Tensor b_hh) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "lstm_cell_backward(Tensor grad_h, Tensor grad_c, Tensor x, Tensor h, Tensor c, "
+      "Tensor w_ih, Tensor w_hh, Tensor gates, Tensor tanh_c) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def("conv_rnn(Tensor x, Tensor kernel, Tensor hidden) -> Tensor");
+}

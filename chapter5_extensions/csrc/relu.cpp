@@ -1,0 +1,54 @@
+// relu.cpp: custom_ops::relu and its backward on the CPU. CUDA: csrc/cuda/relu.cu.
+// The backward takes the output y, not a mask: y is what autograd saves (ops.py).
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "checks.h"
+
+namespace custom_ops {
+namespace {
+
+at::Tensor relu_cpu(const at::Tensor& x) {
+  check_floating(x, "relu", "x");
+  check_contiguous(x, "relu", "x");
+  at::Tensor y = at::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu", [&] {
+    const scalar_t* in = x.const_data_ptr<scalar_t>();
+    scalar_t* out = y.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, x.numel(), 32768, [&](int64_t begin, int64_t end) {
+      // v <= 0 is false for NaN, so NaN passes through as in torch.relu.
+      for (int64_t i = begin; i < end; ++i) out[i] = in[i] <= scalar_t(0) ? scalar_t(0) : in[i];
+    });
+  });
+  return y;
+}
+
+at::Tensor relu_backward_cpu(const at::Tensor& grad_y, const at::Tensor& y) {
+  const char* op = "relu_backward";
+  check_floating(y, op, "y");
+  check_like(y, grad_y, op, "y", "grad_y");
+  check_same_shape(y, grad_y, op, "y", "grad_y");
+  check_contiguous(y, op, "y");
+  check_contiguous(grad_y, op, "grad_y");
+  at::Tensor grad_x = at::empty_like(y);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, y.scalar_type(), "relu_backward", [&] {
+    const scalar_t* g = grad_y.const_data_ptr<scalar_t>();
+    const scalar_t* out = y.const_data_ptr<scalar_t>();
+    scalar_t* gx = grad_x.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, y.numel(), 32768, [&](int64_t begin, int64_t end) {
+      // Zero where y <= 0, as PyTorch's threshold_backward: a NaN output passes its gradient.
+      for (int64_t i = begin; i < end; ++i) gx[i] = out[i] <= scalar_t(0) ? scalar_t(0) : g[i];
+    });
+  });
+  return grad_x;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(custom_ops, CPU, m) {
+  m.impl("relu", &relu_cpu);
+  m.impl("relu_backward", &relu_backward_cpu);
+}
+
+}  // namespace custom_ops

@@ -1,0 +1,40 @@
+"""custom_ops: the course's kernels as a library of PyTorch operators (chapter 5).
+
+    import custom_ops
+    y = custom_ops.fused_bias_relu(x, bias, scale=0.5)      # or torch.ops.custom_ops.fused_bias_relu
+    layer = custom_ops.FusedBiasReLU(features=4096)
+
+Importing the package loads custom_ops._C, whose static initializers register the operators
+with PyTorch's dispatcher; ops.py then adds their fake kernels and autograd formulas.
+"""
+
+from __future__ import annotations
+
+import torch  # first: _C links against torch's own shared libraries
+
+try:
+    from . import _C  # noqa: F401  (registers torch.ops.custom_ops.*)
+except ImportError as error:
+    raise ImportError(
+        "custom_ops._C is not built: pip install --no-build-isolation ./chapter5_extensions, or "
+        "python chapter5_extensions/build_inplace.py for the course's in-place build"
+    ) from error
+from .modules import ConvRNN, FusedBiasReLU, LSTMCell
+from .ops import conv_rnn, fused_bias_relu, lstm_cell, reduce_sum, relu
+
+__all__ = [
+    "ConvRNN",
+    "FusedBiasReLU",
+    "LSTMCell",
+    "built_with_cuda",
+    "conv_rnn",
+    "fused_bias_relu",
+    "lstm_cell",
+    "reduce_sum",
+    "relu",
+]
+
+
+def built_with_cuda() -> bool:
+    """Whether this build has CUDA kernels (USE_CUDA=1), whatever the machine has now."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key("custom_ops::relu", "CUDA")

@@ -1,0 +1,71 @@
+"""nn.Modules over custom_ops: what a model uses.
+
+FusedBiasReLU(features)   relu(x * scale + bias) with a learned bias, after Linear(bias=False)
+LSTMCell(input, hidden)   a drop-in for torch.nn.LSTMCell: same parameters and state_dict
+ConvRNN(features, k)      the convolutional RNN, forward only (the kernel is a buffer)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import ops
+
+
+class FusedBiasReLU(torch.nn.Module):
+    """relu(x * scale + bias) with a learned bias of `features` elements."""
+
+    def __init__(self, features: int, scale: float = 1.0, device=None, dtype=None) -> None:
+        super().__init__()
+        self.scale = scale
+        self.bias = torch.nn.Parameter(torch.zeros(features, device=device, dtype=dtype))
+
+    def forward(self, x: Tensor) -> Tensor:
+        # .contiguous() is free for the usual input (a Linear's output) and makes any other work.
+        return ops.fused_bias_relu(x.contiguous(), self.bias, self.scale)
+
+    def extra_repr(self) -> str:
+        return f"features={self.bias.numel()}, scale={self.scale}"
+
+
+class LSTMCell(torch.nn.LSTMCell):
+    """torch.nn.LSTMCell computed by custom_ops.lstm_cell: same parameters, same state_dict."""
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None):
+        if state is None:
+            zeros = x.new_zeros(x.shape[0], self.hidden_size)
+            state = (zeros, zeros)
+        h, c = state
+        return ops.lstm_cell(
+            x.contiguous(),
+            h.contiguous(),
+            c.contiguous(),
+            self.weight_ih,
+            self.weight_hh,
+            self.bias_ih,
+            self.bias_hh,
+        )
+
+
+class ConvRNN(torch.nn.Module):
+    """h_t = tanh(x_t + conv(h_{t-1}, kernel)) over x (batch, time, features); forward only.
+
+    The kernel is a buffer, not a parameter: conv_rnn has no backward, so it cannot be learned.
+    """
+
+    def __init__(self, features: int, kernel_size: int = 3, device=None, dtype=None) -> None:
+        super().__init__()
+        if kernel_size % 2 != 1:
+            raise ValueError(f"ConvRNN: kernel_size must be odd, got {kernel_size}")
+        self.features = features
+        kernel = torch.randn(kernel_size, device=device, dtype=dtype) / kernel_size
+        self.register_buffer("kernel", kernel)
+
+    def forward(self, x: Tensor, hidden: Tensor | None = None) -> Tensor:
+        if hidden is None:
+            hidden = x.new_zeros(x.shape[0], x.shape[2])
+        return ops.conv_rnn(x.contiguous(), self.kernel, hidden.contiguous())
+
+    def extra_repr(self) -> str:
+        return f"features={self.features}, kernel_size={self.kernel.numel()}"

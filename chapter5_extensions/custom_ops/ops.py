@@ -1,0 +1,218 @@
+"""The Python face of custom_ops: a typed wrapper per operator, its fake kernel, and its autograd.
+
+The C++ side (csrc/ops.cpp) declares each operator's schema and registers CPU and CUDA kernels.
+This file adds the two things PyTorch still needs to treat them like its own ops:
+
+- a fake kernel (`register_fake`): the output's shape, dtype and device computed from the
+  inputs' without touching data. torch.compile traces with fake tensors; without it the op
+  would break the graph.
+- an autograd formula (`register_autograd`): what to save in the forward and how to turn the
+  output's gradient into the inputs'. The backward calls the library's own backward operators.
+
+The ops take contiguous tensors (csrc/checks.h says why); the backward formulas make incoming
+gradients contiguous, since autograd often hands over expanded or transposed ones.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+ops = torch.ops.custom_ops
+
+# ---- relu --------------------------------------------------------------------------------------
+
+
+def relu(x: Tensor) -> Tensor:
+    """max(x, 0) elementwise; NaN stays NaN. x: any shape, float32/64/16 or bfloat16."""
+    return ops.relu.default(x)
+
+
+@torch.library.register_fake("custom_ops::relu")
+def _(x: Tensor) -> Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.register_fake("custom_ops::relu_backward")
+def _(grad_y: Tensor, y: Tensor) -> Tensor:
+    torch._check(grad_y.shape == y.shape, lambda: "relu_backward: grad_y and y differ in shape")
+    return torch.empty_like(y)
+
+
+def _relu_setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output)  # the output decides the mask; the input is not needed
+
+
+def _relu_backward(ctx, grad_y: Tensor) -> Tensor:
+    (y,) = ctx.saved_tensors
+    return ops.relu_backward.default(grad_y.contiguous(), y)
+
+
+torch.library.register_autograd(
+    "custom_ops::relu", _relu_backward, setup_context=_relu_setup_context
+)
+
+# ---- fused_bias_relu ---------------------------------------------------------------------------
+
+
+def fused_bias_relu(x: Tensor, bias: Tensor, scale: float = 1.0) -> Tensor:
+    """relu(x * scale + bias). x: (..., F) contiguous; bias: (F,), same dtype and device."""
+    return ops.fused_bias_relu.default(x, bias, scale)
+
+
+@torch.library.register_fake("custom_ops::fused_bias_relu")
+def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+    torch._check(x.dim() >= 1, lambda: "fused_bias_relu: x must have at least 1 dimension")
+    torch._check(
+        bias.shape == (x.shape[-1],),
+        lambda: f"fused_bias_relu: bias must have shape ({x.shape[-1]},), got {tuple(bias.shape)}",
+    )
+    return torch.empty_like(x)
+
+
+@torch.library.register_fake("custom_ops::fused_bias_relu_backward")
+def _(grad_y: Tensor, y: Tensor, scale: float) -> tuple[Tensor, Tensor]:
+    return torch.empty_like(y), y.new_empty(y.shape[-1:])
+
+
+def _fused_setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output)
+    ctx.scale = inputs[2]
+
+
+def _fused_backward(ctx, grad_y: Tensor):
+    (y,) = ctx.saved_tensors
+    grad_x, grad_bias = ops.fused_bias_relu_backward.default(grad_y.contiguous(), y, ctx.scale)
+    need_x, need_bias, _ = ctx.needs_input_grad
+    return (grad_x if need_x else None, grad_bias if need_bias else None, None)
+
+
+torch.library.register_autograd(
+    "custom_ops::fused_bias_relu", _fused_backward, setup_context=_fused_setup_context
+)
+
+# ---- reduce_sum --------------------------------------------------------------------------------
+
+
+def reduce_sum(x: Tensor) -> Tensor:
+    """The sum of all elements as a 0-dim tensor of x's dtype; deterministic on CPU and CUDA."""
+    return ops.reduce_sum.default(x)
+
+
+@torch.library.register_fake("custom_ops::reduce_sum")
+def _(x: Tensor) -> Tensor:
+    return x.new_empty(())
+
+
+def _sum_setup_context(ctx, inputs, output) -> None:
+    ctx.input_shape = inputs[0].shape
+
+
+def _sum_backward(ctx, grad: Tensor) -> Tensor:
+    # Every element contributed once: each gets the whole gradient (a stride-0 view, no copy).
+    return grad.expand(ctx.input_shape)
+
+
+torch.library.register_autograd(
+    "custom_ops::reduce_sum", _sum_backward, setup_context=_sum_setup_context
+)
+
+# ---- lstm_cell ---------------------------------------------------------------------------------
+
+
+def lstm_cell(
+    x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor
+) -> tuple[Tensor, Tensor]:
+    """One LSTM step, (h_next, c_next). x (B, I), h and c (B, H), w_ih (4H, I), w_hh (4H, H),
+    b_ih and b_hh (4H,); gate order i, f, g, o as in torch.nn.LSTMCell."""
+    h_next, c_next, _, _ = ops.lstm_cell.default(x, h, c, w_ih, w_hh, b_ih, b_hh)
+    return h_next, c_next
+
+
+@torch.library.register_fake("custom_ops::lstm_cell")
+def _(x, h, c, w_ih, w_hh, b_ih, b_hh):
+    torch._check(x.dim() == 2 and h.dim() == 2, lambda: "lstm_cell: x and h must be 2-D")
+    batch, hidden = h.shape
+    return (
+        h.new_empty(batch, hidden),
+        h.new_empty(batch, hidden),
+        h.new_empty(batch, 4 * hidden),
+        h.new_empty(batch, hidden),
+    )
+
+
+@torch.library.register_fake("custom_ops::lstm_cell_backward")
+def _(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c):
+    return (
+        torch.empty_like(x),
+        torch.empty_like(h),
+        torch.empty_like(c),
+        torch.empty_like(w_ih),
+        torch.empty_like(w_hh),
+        w_ih.new_empty(w_ih.shape[0]),
+    )
+
+
+def _lstm_setup_context(ctx, inputs, output) -> None:
+    x, h, c, w_ih, w_hh, _, _ = inputs
+    _, _, gates, tanh_c = output
+    ctx.save_for_backward(x, h, c, w_ih, w_hh, gates, tanh_c)
+    ctx.mark_non_differentiable(gates, tanh_c)  # returned for the backward only
+
+
+def _lstm_backward(ctx, grad_h, grad_c, _grad_gates, _grad_tanh_c):
+    x, h, c, w_ih, w_hh, gates, tanh_c = ctx.saved_tensors
+    grads = ops.lstm_cell_backward.default(
+        grad_h.contiguous(), grad_c.contiguous(), x, h, c, w_ih, w_hh, gates, tanh_c
+    )
+    grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias = grads
+    # b_ih and b_hh are added together in the forward: both get the same gradient.
+    kept = (grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias, grad_bias)
+    return tuple(g if need else None for g, need in zip(kept, ctx.needs_input_grad, strict=True))
+
+
+torch.library.register_autograd(
+    "custom_ops::lstm_cell", _lstm_backward, setup_context=_lstm_setup_context
+)
+
+# ---- conv_rnn ----------------------------------------------------------------------------------
+
+
+def conv_rnn(x: Tensor, kernel: Tensor, hidden: Tensor) -> Tensor:
+    """A convolutional RNN, forward only: h_t = tanh(x_t + conv(h_{t-1}, kernel)), the
+    convolution over features with zero padding, starting from h_0 = hidden. x (B, T, F),
+    kernel (K,) with K odd, hidden (B, F); returns h_1 ... h_T as (B, T, F)."""
+    return ops.conv_rnn.default(x, kernel, hidden)
+
+
+@torch.library.register_fake("custom_ops::conv_rnn")
+def _(x: Tensor, kernel: Tensor, hidden: Tensor) -> Tensor:
+    torch._check(x.dim() == 3, lambda: "conv_rnn: x must be 3-D (batch, time, features)")
+    return torch.empty_like(x)
+
+
+# ---- no double backward, and no conv_rnn backward: say so --------------------------------------
+# An operator without an autograd formula does not stop autograd: PyTorch warns and treats it
+# as if its output did not depend on its inputs, so the gradient comes out silently wrong. These
+# formulas turn that into an error that names the op.
+
+
+def _refuse(name: str, why: str):
+    def backward(ctx, *grads):
+        raise RuntimeError(f"custom_ops::{name}: {why}")
+
+    return backward
+
+
+for _name in ("relu_backward", "fused_bias_relu_backward", "lstm_cell_backward"):
+    torch.library.register_autograd(
+        f"custom_ops::{_name}",
+        _refuse(
+            _name,
+            "double backward is not implemented (the backward kernels are not differentiable)",
+        ),
+    )
+torch.library.register_autograd(
+    "custom_ops::conv_rnn",
+    _refuse("conv_rnn", "has no backward (it is a forward-only kernel; see chapter 5's lesson)"),
+)

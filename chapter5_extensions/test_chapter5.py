@@ -1,0 +1,660 @@
+"""Tests for chapter 5's custom_ops package: every operator against a plain PyTorch reference,
+gradients and gradcheck, opcheck, torch.compile(fullgraph=True), the modules, bad inputs by their
+messages; then the package as a user meets it: a CPU-only wheel installed elsewhere, DDP,
+compile_commands.json and the op scaffold. Tests marked `sanitize` rerun under compute-sanitizer.
+
+    python chapter5_extensions/test_chapter5.py     # on its own
+    pytest chapter5_extensions                      # or under pytest
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.library import opcheck
+from torch.utils.cpp_extension import CUDA_HOME
+
+import build_inplace
+
+build_inplace.build_inplace()
+import custom_ops  # noqa: E402  (importable once built)
+
+HERE = Path(__file__).resolve().parent
+HAS_CUDA = torch.cuda.is_available()
+CAN_BUILD_CUDA = torch.version.cuda is not None and CUDA_HOME is not None
+ops = torch.ops.custom_ops
+
+
+def import_own_script(name: str):
+    """This chapter's `name`.py, loaded by path (other chapters have files of the same name)."""
+    spec = importlib.util.spec_from_file_location(f"chapter5_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# One rounding of the output dtype (the kernels compute half types in float); sums get more room.
+TOLERANCES = {
+    torch.float64: dict(rtol=1e-12, atol=1e-12),
+    torch.float32: dict(rtol=1e-5, atol=1e-5),
+    torch.float16: dict(rtol=2e-3, atol=2e-3),
+    torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2),
+}
+DTYPES = list(TOLERANCES)
+
+
+def random(shape, dtype, device, generator, requires_grad=False) -> torch.Tensor:
+    t = torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype)
+    return t.requires_grad_(requires_grad)
+
+
+def away_from_the_kink(x: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
+    """x moved so that no x * scale + bias is within 0.05 of 0 (where relu bends and a low
+    precision forward and the float64 reference may round to different sides)."""
+    with torch.no_grad():
+        z = x.double() * scale + bias.double()
+        x.copy_(x.double() + torch.where(z.abs() < 0.05, 0.1 * torch.sign(z + 1e-30) / scale, 0))
+    return x
+
+
+# ---- the references: plain PyTorch, the specification of each op -------------------------------
+
+
+def reference_fused_bias_relu(x, bias, scale):
+    return torch.relu(x.double() * scale + bias.double())
+
+
+def reference_conv_rnn(x, kernel, hidden):
+    """The recurrence as a Python loop of PyTorch ops: what conv_rnn's kernel replaces."""
+    h, outputs = hidden, []
+    for t in range(x.shape[1]):
+        conv = F.conv1d(h[:, None], kernel[None, None], padding=kernel.numel() // 2)[:, 0]
+        h = torch.tanh(x[:, t] + conv)
+        outputs.append(h)
+    return torch.stack(outputs, dim=1) if outputs else torch.empty_like(x)
+
+
+# ---- the build ---------------------------------------------------------------------------------
+
+
+def test_cuda_kernels_are_built_when_nvcc_is_there():
+    """In CI (no GPU, but nvcc) the .cu files must compile and link, and register CUDA kernels."""
+    assert custom_ops.built_with_cuda() == CAN_BUILD_CUDA
+
+
+def test_every_op_has_a_cpu_kernel_and_a_fake():
+    for name in ["relu", "fused_bias_relu", "reduce_sum", "lstm_cell", "conv_rnn"]:
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(f"custom_ops::{name}", "CPU")
+        if CAN_BUILD_CUDA:
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(f"custom_ops::{name}", "CUDA")
+
+
+# ---- relu, fused_bias_relu, reduce_sum: values and gradients ----------------------------------
+
+SHAPES = [(0,), (1,), (7,), (31, 17), (2, 3, 65), (33, 128), (257, 1001), (3, 0)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_fused_bias_relu_and_its_gradients_match_pytorch(dtype, shape, device, generator):
+    bias = random(shape[-1:], dtype, device, generator, requires_grad=True)
+    x = away_from_the_kink(random(shape, dtype, device, generator), bias, 0.7).requires_grad_()
+    y = custom_ops.fused_bias_relu(x, bias, 0.7)
+    grad_y = random(shape, dtype, device, generator)
+    grads = torch.autograd.grad(y, (x, bias), grad_y)
+    y_ref = reference_fused_bias_relu(x, bias, 0.7)
+    grads_ref = torch.autograd.grad(y_ref, (x, bias), grad_y.double())
+    rows = x.numel() // max(1, shape[-1])
+    torch.testing.assert_close(y, y_ref.to(dtype), **TOLERANCES[dtype])
+    torch.testing.assert_close(grads[0], grads_ref[0].to(dtype), **TOLERANCES[dtype])
+    sum_atol = TOLERANCES[dtype]["atol"] + rows * 2e-7
+    torch.testing.assert_close(
+        grads[1], grads_ref[1].to(dtype), rtol=TOLERANCES[dtype]["rtol"], atol=sum_atol
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_relu_matches_torch_including_nan_and_inf(dtype, device):
+    values = [float("nan"), float("inf"), -float("inf"), -1.0, 0.0, 0.5, 2.0]
+    x = torch.tensor(values, device=device, dtype=dtype, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    grad_y = torch.arange(1.0, 8.0, device=device, dtype=dtype)
+    y, y_ref = custom_ops.relu(x), torch.relu(x_ref)
+    torch.testing.assert_close(y, y_ref, equal_nan=True)
+    torch.testing.assert_close(
+        torch.autograd.grad(y, x, grad_y)[0], torch.autograd.grad(y_ref, x_ref, grad_y)[0]
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("numel", [0, 1, 7, 1000, 2**20 + 3], ids=str)
+def test_reduce_sum_matches_a_float64_sum(dtype, numel, device, generator):
+    x = random((numel,), dtype, device, generator, requires_grad=True)
+    total = custom_ops.reduce_sum(x)
+    assert total.shape == () and total.dtype == dtype
+    # Each addition in float rounds by 2^-24 relative: allow that per term, and the output's own
+    # rounding in the half types.
+    expected = x.double().sum()
+    atol = TOLERANCES[dtype]["atol"] + numel * 2**-24 * 4
+    torch.testing.assert_close(total.double(), expected, rtol=TOLERANCES[dtype]["rtol"], atol=atol)
+    (grad,) = torch.autograd.grad(total, x, torch.tensor(2.0, device=device, dtype=dtype))
+    assert torch.equal(grad, torch.full_like(x, 2.0))
+
+
+def test_reduce_sum_is_deterministic(device, generator):
+    x = random((3_000_001,), torch.float32, device, generator)
+    first = custom_ops.reduce_sum(x)
+    for _ in range(5):
+        assert torch.equal(custom_ops.reduce_sum(x), first)
+
+
+def test_reduce_sum_on_the_cpu_does_not_depend_on_the_thread_count(generator):
+    x = random((1_000_003,), torch.float32, "cpu", generator)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = custom_ops.reduce_sum(x)
+        torch.set_num_threads(max(2, threads))
+        assert torch.equal(custom_ops.reduce_sum(x), one)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_fused_bias_relu_computes_only_the_gradients_asked_for(device, generator):
+    x = random((8, 16), torch.float32, device, generator)  # data: no gradient
+    bias = random((16,), torch.float32, device, generator, requires_grad=True)
+    custom_ops.fused_bias_relu(x, bias).sum().backward()
+    assert x.grad is None and bias.grad is not None
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        pytest.param(lambda x, b: custom_ops.fused_bias_relu(x, b, 1.3), id="fused_bias_relu"),
+        pytest.param(lambda x, b: custom_ops.relu(x * 1.3 + b), id="relu"),
+        pytest.param(lambda x, b: custom_ops.reduce_sum(x * b), id="reduce_sum"),
+    ],
+)
+def test_gradcheck_in_float64(op, device, generator):
+    bias = random((10,), torch.float64, device, generator, requires_grad=True)
+    x = away_from_the_kink(random((3, 4, 10), torch.float64, device, generator), bias, 1.3)
+    assert torch.autograd.gradcheck(op, (x.requires_grad_(), bias))
+
+
+def test_double_backward_is_refused_with_the_op_named(device):
+    x = torch.randn(3, 4, dtype=torch.float64, device=device, requires_grad=True)
+    bias = torch.randn(4, dtype=torch.float64, device=device, requires_grad=True)
+    loss = (custom_ops.fused_bias_relu(x, bias, 1.0) ** 2).sum()
+    (grad_x,) = torch.autograd.grad(loss, x, create_graph=True)
+    with pytest.raises(RuntimeError, match="fused_bias_relu_backward: double backward"):
+        grad_x.sum().backward()
+
+
+# ---- lstm_cell ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("sizes", [(1, 1, 1), (5, 7, 3), (16, 32, 64), (0, 4, 6)], ids=str)
+def test_lstm_cell_matches_nn_lstmcell(dtype, sizes, device, generator):
+    batch, input_size, hidden = sizes
+    torch.manual_seed(0)
+    reference = torch.nn.LSTMCell(input_size, hidden, device=device, dtype=dtype)
+    ours = custom_ops.LSTMCell(input_size, hidden, device=device, dtype=dtype)
+    ours.load_state_dict(reference.state_dict())
+    x, h, c = (
+        random((batch, n), dtype, device, generator, True) for n in (input_size, hidden, hidden)
+    )
+    grad_h, grad_c = (random((batch, hidden), dtype, device, generator) for _ in range(2))
+
+    def run(cell):
+        h_next, c_next = cell(x, (h, c))
+        inputs = (x, h, c, *cell.parameters())
+        return (h_next, c_next, *torch.autograd.grad((h_next, c_next), inputs, (grad_h, grad_c)))
+
+    tolerance = TOLERANCES[dtype] if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    for got, want in zip(run(ours), run(reference), strict=True):
+        torch.testing.assert_close(got, want, **tolerance)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_lstm_cell_half_types_match_float32_on_cuda(dtype, generator):
+    torch.manual_seed(0)
+    reference = torch.nn.LSTMCell(48, 32, device="cuda")
+    ours = custom_ops.LSTMCell(48, 32, device="cuda", dtype=dtype)
+    ours.load_state_dict(reference.state_dict())
+    x, h, c = (random((16, n), torch.float32, "cuda", generator) for n in (48, 32, 32))
+    h_ref, c_ref = reference(x, (h, c))
+    h_next, c_next = ours(x.to(dtype), (h.to(dtype), c.to(dtype)))
+    tolerance = (
+        dict(rtol=0.05, atol=0.05) if dtype == torch.bfloat16 else dict(rtol=5e-3, atol=5e-3)
+    )
+    torch.testing.assert_close(h_next.float(), h_ref, **tolerance)
+    torch.testing.assert_close(c_next.float(), c_ref, **tolerance)
+
+
+def test_lstm_cell_passes_gradcheck_in_float64(device, generator):
+    b, i, hid = 3, 4, 5
+    shapes = [(b, i), (b, hid), (b, hid), (4 * hid, i), (4 * hid, hid), (4 * hid,), (4 * hid,)]
+    args = [random(s, torch.float64, device, generator, requires_grad=True) for s in shapes]
+    assert torch.autograd.gradcheck(custom_ops.lstm_cell, args)
+
+
+def test_lstm_cell_module_is_a_drop_in_for_nn_lstmcell():
+    reference = torch.nn.LSTMCell(6, 4)
+    ours = custom_ops.LSTMCell(6, 4)
+    assert list(ours.state_dict()) == list(reference.state_dict())
+    ours.load_state_dict(reference.state_dict())
+    x = torch.randn(3, 6)
+    for got, want in zip(ours(x), reference(x), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+# ---- conv_rnn ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    ("batch", "time", "features", "taps"),
+    [(1, 1, 1, 1), (2, 5, 6, 3), (3, 17, 33, 5), (4, 8, 1500, 3), (0, 4, 8, 3), (2, 0, 8, 3)],
+    ids=str,
+)
+def test_conv_rnn_matches_the_python_loop(dtype, batch, time, features, taps, device, generator):
+    x = random((batch, time, features), dtype, device, generator)
+    kernel = random((taps,), dtype, device, generator) / taps
+    hidden = random((batch, features), dtype, device, generator)
+    expected = reference_conv_rnn(x.double(), kernel.double(), hidden.double())
+    # The kernel keeps h in float between steps; the half types round each step's output only.
+    tolerance = (
+        TOLERANCES[dtype] if dtype in (torch.float32, torch.float64) else dict(rtol=2e-2, atol=2e-2)
+    )
+    torch.testing.assert_close(
+        custom_ops.conv_rnn(x, kernel, hidden), expected.to(dtype), **tolerance
+    )
+
+
+@pytest.mark.cuda
+def test_conv_rnn_with_a_hidden_state_beyond_48_kib_of_shared_memory(generator):
+    """8192 float features: 64 KiB of double-buffered state, above the default limit per block."""
+    x = random((2, 6, 8192), torch.float32, "cuda", generator)
+    kernel = random((3,), torch.float32, "cuda", generator) / 3
+    hidden = random((2, 8192), torch.float32, "cuda", generator)
+    torch.testing.assert_close(
+        custom_ops.conv_rnn(x, kernel, hidden), reference_conv_rnn(x, kernel, hidden)
+    )
+
+
+def test_conv_rnn_says_it_has_no_backward(device):
+    x = torch.randn(2, 3, 4, device=device, requires_grad=True)
+    out = custom_ops.conv_rnn(x, torch.ones(3, device=device), torch.zeros(2, 4, device=device))
+    with pytest.raises(RuntimeError, match="conv_rnn: has no backward"):
+        out.sum().backward()
+
+
+def test_conv_rnn_module_runs_a_sequence():
+    rnn = custom_ops.ConvRNN(features=8, kernel_size=3)
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(rnn(x), reference_conv_rnn(x, rnn.kernel, torch.zeros(2, 8)))
+    with pytest.raises(ValueError, match="kernel_size must be odd"):
+        custom_ops.ConvRNN(features=8, kernel_size=4)
+
+
+# ---- what PyTorch's tooling checks: opcheck and torch.compile ---------------------------------
+
+
+def opcheck_cases(device):
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape, grad=True):
+        return random(shape, torch.float32, device, g, requires_grad=grad)
+
+    y = torch.rand(5, 8, device=device) - 0.3
+    lstm = [r(2, 3), r(2, 4), r(2, 4), r(16, 3), r(16, 4), r(16), r(16)]
+    gates, tanh_c = torch.rand(2, 16, device=device), torch.rand(2, 4, device=device)
+    return {
+        "relu": (ops.relu.default, (r(5, 8),)),
+        "relu_backward": (ops.relu_backward.default, (r(5, 8, grad=False), y)),
+        "fused_bias_relu": (ops.fused_bias_relu.default, (r(5, 8), r(8), 0.5)),
+        "fused_bias_relu_backward": (
+            ops.fused_bias_relu_backward.default,
+            (r(5, 8, grad=False), y, 0.5),
+        ),
+        "reduce_sum": (ops.reduce_sum.default, (r(5, 8),)),
+        "lstm_cell": (ops.lstm_cell.default, tuple(lstm)),
+        "lstm_cell_backward": (
+            ops.lstm_cell_backward.default,
+            (
+                r(2, 4, grad=False),
+                r(2, 4, grad=False),
+                *[t.detach() for t in lstm[:5]],
+                gates,
+                tanh_c,
+            ),
+        ),
+        "conv_rnn": (
+            ops.conv_rnn.default,
+            (r(2, 5, 6, grad=False), r(3, grad=False), r(2, 6, grad=False)),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(opcheck_cases("cpu")))
+def test_opcheck(name, device):
+    """Schema, fake kernel, autograd registration, and the op traced by AOTAutograd."""
+    op, args = opcheck_cases(device)[name]
+    results = opcheck(op, args)
+    assert set(results.values()) == {"SUCCESS"}, results
+
+
+class TinyModel(torch.nn.Module):
+    """Every differentiable op in one forward, as a network would use them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(12, 16, bias=False)
+        self.act = custom_ops.FusedBiasReLU(16, scale=0.5)
+        self.cell = custom_ops.LSTMCell(16, 8)
+
+    def forward(self, x):
+        h, c = self.cell(self.act(self.linear(x)))
+        return custom_ops.reduce_sum(custom_ops.relu(h) * c)
+
+
+def test_a_model_of_custom_ops_compiles_with_fullgraph_and_matches_eager(device):
+    torch.manual_seed(0)
+    model = TinyModel().to(device)
+    x = torch.randn(6, 12, device=device)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True)
+    loss, loss_compiled = model(x), compiled(x)
+    torch.testing.assert_close(loss_compiled, loss)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    grads_compiled = torch.autograd.grad(loss_compiled, list(model.parameters()))
+    for got, want in zip(grads_compiled, grads, strict=True):
+        torch.testing.assert_close(got, want)
+
+
+# ---- bad input, by the message it must produce -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda d: custom_ops.fused_bias_relu(
+                torch.ones(3, 4, device=d), torch.ones(5, device=d)
+            ),
+            r"fused_bias_relu: bias must have shape \(4,\) to match x.size\(-1\), got \[5\]",
+        ),
+        (
+            lambda d: custom_ops.fused_bias_relu(
+                torch.ones(3, 4, device=d), torch.ones(4, device=d, dtype=torch.float64)
+            ),
+            "fused_bias_relu: x and bias must have the same dtype, got Float and Double",
+        ),
+        (
+            lambda d: custom_ops.relu(torch.ones(3, device=d, dtype=torch.int32)),
+            "relu: x must be a floating-point tensor",
+        ),
+        (
+            lambda d: custom_ops.fused_bias_relu(
+                torch.ones(4, 3, device=d).t(), torch.ones(4, device=d)
+            ),
+            r"fused_bias_relu: x must be contiguous \(got strides \[1, 3\] for shape \[3, 4\]\)",
+        ),
+        (
+            lambda d: custom_ops.reduce_sum(torch.ones(4, 4, device=d)[:, ::2]),
+            "reduce_sum: x must be contiguous",
+        ),
+        (
+            lambda d: custom_ops.lstm_cell(
+                *(
+                    torch.ones(s, device=d)
+                    for s in [(2, 4), (2, 3), (2, 3), (12, 5), (12, 3), (12,), (12,)]
+                )
+            ),
+            r"lstm_cell: w_ih must have shape \[12, 4\], got \[12, 5\]",
+        ),
+        (
+            lambda d: custom_ops.conv_rnn(
+                torch.ones(2, 3, 4, device=d), torch.ones(2, device=d), torch.ones(2, 4, device=d)
+            ),
+            "conv_rnn: kernel must be 1-D with an odd length",
+        ),
+        (
+            lambda d: custom_ops.conv_rnn(
+                torch.ones(2, 3, 4, device=d), torch.ones(3, device=d), torch.ones(3, 4, device=d)
+            ),
+            r"conv_rnn: hidden must have shape \[2, 4\]",
+        ),
+    ],
+    ids=[
+        "bias-shape",
+        "dtype-mismatch",
+        "int-dtype",
+        "transposed",
+        "strided",
+        "lstm-weight",
+        "even-kernel",
+        "hidden-shape",
+    ],
+)
+def test_rejects_bad_input(call, message, device):
+    with pytest.raises(RuntimeError, match=message):
+        call(device)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: custom_ops.fused_bias_relu(torch.ones(2, 3, device="cuda"), torch.ones(3)),
+            "fused_bias_relu: x and bias must be on the same device, got cuda:0 and cpu",
+        ),
+        (
+            lambda: custom_ops.conv_rnn(
+                torch.ones(2, 3, 4, device="cuda"), torch.ones(3), torch.ones(2, 4, device="cuda")
+            ),
+            "conv_rnn: x and kernel must be on the same device, got cuda:0 and cpu",
+        ),
+        (
+            lambda: custom_ops.lstm_cell(
+                torch.ones(2, 4, device="cuda"),
+                *(torch.ones(s) for s in [(2, 3), (2, 3), (12, 4), (12, 3), (12,), (12,)]),
+            ),
+            "lstm_cell: x and h must be on the same device, got cuda:0 and cpu",
+        ),
+    ],
+    ids=["bias-on-cpu", "kernel-on-cpu", "state-on-cpu"],
+)
+def test_rejects_mixed_devices(call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+
+
+# ---- the package as a user meets it ------------------------------------------------------------
+
+
+def test_a_cpu_only_wheel_installs_and_imports_from_elsewhere(tmp_path):
+    """USE_CUDA=0: build a wheel, install it into an empty folder, import it from there in a new
+    Python, and run an op. (The CPU-only objects are cached in build/cpu between runs.)"""
+    env = {
+        **os.environ,
+        "USE_CUDA": "0",
+        "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count())),
+    }
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(
+        [
+            *pip,
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            str(HERE),
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        check=True,
+        env=env,
+        cwd=HERE,
+    )
+    (wheel,) = (tmp_path / "dist").glob("custom_ops-0.1.0-cp310-abi3-*.whl")
+    target = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
+    script = (
+        "import torch, custom_ops; "
+        "print(custom_ops.__file__); print(custom_ops.built_with_cuda()); "
+        "print(custom_ops.fused_bias_relu(torch.tensor([[-1.0, 2.0]]), torch.tensor([0.5, 0.5])).tolist())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    ).stdout.splitlines()
+    assert out[0].startswith(str(target)) and out[1] == "False" and out[2] == "[[0.0, 2.5]]"
+
+
+def test_compile_commands_lists_every_source():
+    compile_commands = import_own_script("compile_commands")
+    path = compile_commands.main([])
+    entries = json.loads(path.read_text())
+    files = {Path(e["file"]).name for e in entries}
+    expected = {p.name for p in (HERE / "csrc").glob("*.cpp")}
+    if CAN_BUILD_CUDA:
+        expected |= {p.name for p in (HERE / "csrc" / "cuda").glob("*.cu")}
+    assert expected <= files
+    assert all("torch/include" in (e.get("command") or " ".join(e["arguments"])) for e in entries)
+
+
+def test_ddp_with_two_processes_matches_one_process():
+    """torchrun --nproc_per_node=2 on the CPU (gloo): the custom layer trained with DDP ends with
+    the same weights as a single process trained on the whole batch."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(HERE / "ddp_train.py"),
+            "--steps",
+            "5",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "DDP (2 processes) matches one process" in result.stdout
+
+
+def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path):
+    scaffold = import_own_script("scaffold")
+    files = scaffold.scaffold("scaled_copy", tmp_path)
+    assert {f.name for f in files} >= {
+        "scaled_copy.cpp",
+        "scaled_copy.cu",
+        "scaled_copy.py",
+        "test_scaled_copy.py",
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_scaled_copy.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+        env={**os.environ, "TORCH_EXTENSIONS_DIR": str(HERE / "build" / "scaffold_test")},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+# ---- the scripts a reader runs ------------------------------------------------------------------
+
+
+def test_example_usage_runs(capsys):
+    import_own_script("example_usage").main()
+    out = capsys.readouterr().out
+    assert "gradients match plain PyTorch: True" in out
+    assert (
+        "compiled model matches eager (fullgraph=True, no graph break at the custom op): True"
+        in out
+    )
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
+def test_benchmark_says_it_needs_a_gpu(capsys):
+    assert import_own_script("benchmark").main(["--quick"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+def test_benchmark_quick_run_writes_its_table(tmp_path):
+    benchmark = import_own_script("benchmark")
+    assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "chapter5_cuda.md").read_text().count("|") > 20
+
+
+# ---- under compute-sanitizer: every CUDA kernel once, on small shapes --------------------------
+
+
+@pytest.mark.cuda
+@pytest.mark.sanitize
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_every_cuda_kernel_on_small_shapes(dtype, generator):
+    for shape in [(1, 1), (5, 37), (33, 128)]:
+        bias = random(shape[-1:], dtype, "cuda", generator, requires_grad=True)
+        x = away_from_the_kink(random(shape, dtype, "cuda", generator), bias, 0.5).requires_grad_()
+        loss = custom_ops.reduce_sum(
+            custom_ops.fused_bias_relu(x, bias, 0.5)
+        ) + custom_ops.reduce_sum(custom_ops.relu(x))
+        grads = torch.autograd.grad(loss, (x, bias))
+        loss_ref = reference_fused_bias_relu(x, bias, 0.5).sum() + torch.relu(x.double()).sum()
+        grads_ref = torch.autograd.grad(loss_ref, (x, bias))
+        torch.testing.assert_close(grads[0], grads_ref[0].to(dtype), **TOLERANCES[dtype])
+    cell = custom_ops.LSTMCell(5, 7, device="cuda", dtype=dtype)
+    h_next, c_next = cell(torch.randn(3, 5, device="cuda", dtype=dtype))
+    (h_next.sum() + c_next.sum()).backward()
+    x = random((2, 4, 40), dtype, "cuda", generator)
+    out = custom_ops.conv_rnn(
+        x,
+        torch.ones(3, device="cuda", dtype=dtype) / 3,
+        torch.zeros(2, 40, device="cuda", dtype=dtype),
+    )
+    torch.testing.assert_close(
+        out.double(),
+        reference_conv_rnn(
+            x.double(),
+            torch.ones(3, device="cuda", dtype=torch.float64) / 3,
+            torch.zeros(2, 40, device="cuda", dtype=torch.float64),
+        ),
+        rtol=2e-2,
+        atol=2e-2,
+    )
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-rs"]))
