@@ -90,11 +90,25 @@ def test_cuda_kernels_are_built_when_nvcc_is_there():
     assert custom_ops.built_with_cuda() == CAN_BUILD_CUDA
 
 
-def test_every_op_has_a_cpu_kernel_and_a_fake():
-    for name in ["relu", "fused_bias_relu", "reduce_sum", "lstm_cell", "conv_rnn"]:
-        assert torch._C._dispatch_has_kernel_for_dispatch_key(f"custom_ops::{name}", "CPU")
-        if CAN_BUILD_CUDA:
-            assert torch._C._dispatch_has_kernel_for_dispatch_key(f"custom_ops::{name}", "CUDA")
+OPS = [
+    "relu",
+    "relu_backward",
+    "fused_bias_relu",
+    "fused_bias_relu_backward",
+    "reduce_sum",
+    "lstm_cell",
+    "lstm_cell_backward",
+    "conv_rnn",
+]
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_every_op_has_kernels_a_fake_and_an_autograd_formula(name):
+    """CPU (and CUDA where built) from C++; Meta (where register_fake puts the fake kernel) and
+    Autograd from ops.py."""
+    keys = ["CPU", "Meta", "Autograd"] + (["CUDA"] if CAN_BUILD_CUDA else [])
+    for key in keys:
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(f"custom_ops::{name}", key), key
 
 
 # ---- relu, fused_bias_relu, reduce_sum: values and gradients ----------------------------------
@@ -157,7 +171,10 @@ def test_reduce_sum_is_deterministic(device, generator):
 
 
 def test_reduce_sum_on_the_cpu_does_not_depend_on_the_thread_count(generator):
-    x = random((1_000_003,), torch.float32, "cpu", generator)
+    # float64 values over 30 orders of magnitude: a different order of additions would show.
+    x = random((1_000_003,), torch.float64, "cpu", generator) * 10.0 ** torch.randint(
+        -15, 15, (1_000_003,), generator=generator
+    )
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -168,11 +185,23 @@ def test_reduce_sum_on_the_cpu_does_not_depend_on_the_thread_count(generator):
         torch.set_num_threads(threads)
 
 
-def test_fused_bias_relu_computes_only_the_gradients_asked_for(device, generator):
-    x = random((8, 16), torch.float32, device, generator)  # data: no gradient
-    bias = random((16,), torch.float32, device, generator, requires_grad=True)
-    custom_ops.fused_bias_relu(x, bias).sum().backward()
-    assert x.grad is None and bias.grad is not None
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_misaligned_inputs_take_the_narrow_path(dtype, device, generator):
+    """x[1:] of a contiguous buffer: contiguous, but not on a 16-byte boundary."""
+    buffer = random(17 * 64 + 1, dtype, device, generator)
+    x = buffer[1:].view(17, 64)
+    bias = random((64,), dtype, device, generator)
+    torch.testing.assert_close(
+        custom_ops.fused_bias_relu(x, bias, 0.5),
+        reference_fused_bias_relu(x, bias, 0.5).to(dtype),
+        **TOLERANCES[dtype],
+    )
+    torch.testing.assert_close(
+        custom_ops.reduce_sum(buffer[1:]).double(),
+        buffer[1:].double().sum(),
+        rtol=TOLERANCES[dtype]["rtol"],
+        atol=0.05,
+    )
 
 
 @pytest.mark.parametrize(
@@ -189,12 +218,25 @@ def test_gradcheck_in_float64(op, device, generator):
     assert torch.autograd.gradcheck(op, (x.requires_grad_(), bias))
 
 
-def test_double_backward_is_refused_with_the_op_named(device):
+def _lstm_h(x, b):
+    weight, bias = x.new_full((16, 4), 0.1), x.new_zeros(16)
+    return custom_ops.lstm_cell(x, x, x, weight, weight, bias, bias)[0]
+
+
+@pytest.mark.parametrize(
+    ("forward", "backward_op"),
+    [
+        (lambda x, b: custom_ops.fused_bias_relu(x, b, 1.0), "fused_bias_relu_backward"),
+        (lambda x, b: custom_ops.relu(x + b), "relu_backward"),
+        (_lstm_h, "lstm_cell_backward"),
+    ],
+    ids=["fused_bias_relu", "relu", "lstm_cell"],
+)
+def test_double_backward_is_refused_with_the_op_named(forward, backward_op, device):
     x = torch.randn(3, 4, dtype=torch.float64, device=device, requires_grad=True)
-    bias = torch.randn(4, dtype=torch.float64, device=device, requires_grad=True)
-    loss = (custom_ops.fused_bias_relu(x, bias, 1.0) ** 2).sum()
-    (grad_x,) = torch.autograd.grad(loss, x, create_graph=True)
-    with pytest.raises(RuntimeError, match="fused_bias_relu_backward: double backward"):
+    b = torch.randn(4, dtype=torch.float64, device=device, requires_grad=True)
+    (grad_x,) = torch.autograd.grad((forward(x, b) ** 2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=f"{backward_op}: double backward is not implemented"):
         grad_x.sum().backward()
 
 
@@ -248,14 +290,21 @@ def test_lstm_cell_passes_gradcheck_in_float64(device, generator):
     assert torch.autograd.gradcheck(custom_ops.lstm_cell, args)
 
 
-def test_lstm_cell_module_is_a_drop_in_for_nn_lstmcell():
-    reference = torch.nn.LSTMCell(6, 4)
-    ours = custom_ops.LSTMCell(6, 4)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_lstm_cell_module_is_a_drop_in_for_nn_lstmcell(bias):
+    reference = torch.nn.LSTMCell(6, 4, bias=bias)
+    ours = custom_ops.LSTMCell(6, 4, bias=bias)
     assert list(ours.state_dict()) == list(reference.state_dict())
     ours.load_state_dict(reference.state_dict())
-    x = torch.randn(3, 6)
-    for got, want in zip(ours(x), reference(x), strict=True):
-        torch.testing.assert_close(got, want)
+    x, state = torch.randn(3, 6), (torch.randn(3, 4), torch.randn(3, 4))
+    calls = [
+        lambda cell: cell(x),
+        lambda cell: cell(x, hx=state),  # torch's keyword
+        lambda cell: cell(x[0], (state[0][0], state[1][0])),  # unbatched
+    ]
+    for call in calls:
+        for got, want in zip(call(ours), call(reference), strict=True):
+            torch.testing.assert_close(got, want)
 
 
 # ---- conv_rnn ----------------------------------------------------------------------------------
@@ -294,15 +343,34 @@ def test_conv_rnn_with_a_hidden_state_beyond_48_kib_of_shared_memory(generator):
 
 def test_conv_rnn_says_it_has_no_backward(device):
     x = torch.randn(2, 3, 4, device=device, requires_grad=True)
-    out = custom_ops.conv_rnn(x, torch.ones(3, device=device), torch.zeros(2, 4, device=device))
+    kernel, hidden = torch.ones(3, device=device), torch.zeros(2, 4, device=device)
+    # The wrapper refuses at the call, so eager and torch.compile fail alike ...
+    with pytest.raises(RuntimeError, match="conv_rnn: has no backward, and an input requires"):
+        custom_ops.conv_rnn(x, kernel, hidden)
+    # ... and the raw operator, which cannot know in advance, refuses in its backward.
+    out = torch.ops.custom_ops.conv_rnn(x, kernel, hidden)
     with pytest.raises(RuntimeError, match="conv_rnn: has no backward"):
         out.sum().backward()
+    with torch.no_grad():
+        assert custom_ops.conv_rnn(x, kernel, hidden).shape == x.shape
+
+
+@pytest.mark.cuda
+def test_conv_rnn_refuses_a_hidden_state_beyond_shared_memory():
+    """40,000 float features need 320 KB of shared memory, more than any block can have."""
+    x = torch.zeros(1, 2, 40_000, device="cuda")
+    with pytest.raises(RuntimeError, match=r"conv_rnn: the hidden state .* more than the"):
+        custom_ops.conv_rnn(x, torch.ones(3, device="cuda"), torch.zeros(1, 40_000, device="cuda"))
 
 
 def test_conv_rnn_module_runs_a_sequence():
     rnn = custom_ops.ConvRNN(features=8, kernel_size=3)
     x = torch.randn(2, 5, 8)
     torch.testing.assert_close(rnn(x), reference_conv_rnn(x, rnn.kernel, torch.zeros(2, 8)))
+    torch._dynamo.reset()
+    with torch.no_grad():  # after a layer with parameters: no graph, as conv_rnn asks
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), rnn)
+        torch.testing.assert_close(torch.compile(model, fullgraph=True)(x), model(x))
     with pytest.raises(ValueError, match="kernel_size must be odd"):
         custom_ops.ConvRNN(features=8, kernel_size=4)
 
@@ -313,45 +381,43 @@ def test_conv_rnn_module_runs_a_sequence():
 def opcheck_cases(device):
     g = torch.Generator().manual_seed(0)
 
-    def r(*shape, grad=True):
-        return random(shape, torch.float32, device, g, requires_grad=grad)
+    def r(*shape):
+        return random(shape, torch.float32, device, g, requires_grad=True)
 
-    y = torch.rand(5, 8, device=device) - 0.3
+    y = (torch.rand(5, 8, device=device) - 0.3).requires_grad_()
     lstm = [r(2, 3), r(2, 4), r(2, 4), r(16, 3), r(16, 4), r(16), r(16)]
-    gates, tanh_c = torch.rand(2, 16, device=device), torch.rand(2, 4, device=device)
+    gates = torch.rand(2, 16, device=device, requires_grad=True)
+    tanh_c = torch.rand(2, 4, device=device, requires_grad=True)
     return {
         "relu": (ops.relu.default, (r(5, 8),)),
-        "relu_backward": (ops.relu_backward.default, (r(5, 8, grad=False), y)),
+        "relu_backward": (ops.relu_backward.default, (r(5, 8), y)),
         "fused_bias_relu": (ops.fused_bias_relu.default, (r(5, 8), r(8), 0.5)),
-        "fused_bias_relu_backward": (
-            ops.fused_bias_relu_backward.default,
-            (r(5, 8, grad=False), y, 0.5),
-        ),
+        "fused_bias_relu_backward": (ops.fused_bias_relu_backward.default, (r(5, 8), y, 0.5)),
         "reduce_sum": (ops.reduce_sum.default, (r(5, 8),)),
         "lstm_cell": (ops.lstm_cell.default, tuple(lstm)),
         "lstm_cell_backward": (
             ops.lstm_cell_backward.default,
-            (
-                r(2, 4, grad=False),
-                r(2, 4, grad=False),
-                *[t.detach() for t in lstm[:5]],
-                gates,
-                tanh_c,
-            ),
+            (r(2, 4), r(2, 4), *lstm[:5], gates, tanh_c),
         ),
-        "conv_rnn": (
-            ops.conv_rnn.default,
-            (r(2, 5, 6, grad=False), r(3, grad=False), r(2, 6, grad=False)),
-        ),
+        "conv_rnn": (ops.conv_rnn.default, (r(2, 5, 6), r(3), r(2, 6))),
     }
+
+
+# Ops whose backward is a refusal: AOTAutograd's check traces a backward, which must raise for
+# them, so they get opcheck's other three checks (on inputs that require grad, so that the
+# autograd-registration check has something to check).
+NO_BACKWARD = {"relu_backward", "fused_bias_relu_backward", "lstm_cell_backward", "conv_rnn"}
 
 
 @pytest.mark.parametrize("name", list(opcheck_cases("cpu")))
 def test_opcheck(name, device):
-    """Schema, fake kernel, autograd registration, and the op traced by AOTAutograd."""
+    """Schema, fake kernel, autograd registration, and the op traced by AOTAutograd; opcheck
+    raises on the first check that fails."""
     op, args = opcheck_cases(device)[name]
-    results = opcheck(op, args)
-    assert set(results.values()) == {"SUCCESS"}, results
+    checks = ("test_schema", "test_autograd_registration", "test_faketensor")
+    if name not in NO_BACKWARD:
+        checks += ("test_aot_dispatch_dynamic",)
+    opcheck(op, args, test_utils=checks)
 
 
 class TinyModel(torch.nn.Module):

@@ -8,9 +8,13 @@
 namespace custom_ops {
 
 inline void check_floating(const at::Tensor& t, const char* op, const char* name) {
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), op, ": ", name,
-              " must be a floating-point tensor (float32, float64, float16 or bfloat16), got ",
-              t.scalar_type());
+  const auto dtype = t.scalar_type();
+  // Exactly the four types the kernels dispatch on (isFloatingType would also let float8 in).
+  TORCH_CHECK(
+      dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16,
+      op, ": ", name,
+      " must be a floating-point tensor (float32, float64, float16 or bfloat16), got ",
+      t.scalar_type());
 }
 
 // `b` must match `a` in dtype and device.

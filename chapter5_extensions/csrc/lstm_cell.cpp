@@ -47,12 +47,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell(
   at::Tensor pre = at::addmm(b_ih + b_hh, x, w_ih.t());
   pre.addmm_(h, w_hh.t());
   if (x.is_cuda()) return cuda::lstm_pointwise_forward(pre, c);
-  const auto chunks = pre.chunk(4, /*dim=*/1);
+  // In float for the half types, rounded once at the end, as the CUDA kernel does.
+  const auto acc = opmath_dtype(x);
+  const auto chunks = pre.to(acc).chunk(4, /*dim=*/1);
   const at::Tensor i = at::sigmoid(chunks[0]), f = at::sigmoid(chunks[1]);
   const at::Tensor g = at::tanh(chunks[2]), o = at::sigmoid(chunks[3]);
-  at::Tensor c_next = f * c + i * g;
-  at::Tensor tanh_c = at::tanh(c_next);
-  return {o * tanh_c, c_next, at::cat({i, f, g, o}, /*dim=*/1), tanh_c};
+  const at::Tensor c_next = f * c.to(acc) + i * g;
+  const at::Tensor tanh_c = at::tanh(c_next);
+  const auto out = x.scalar_type();
+  return {(o * tanh_c).to(out), c_next.to(out), at::cat({i, f, g, o}, /*dim=*/1).to(out),
+          tanh_c.to(out)};
 }
 
 // -> the gradients of x, h, c, w_ih, w_hh and of the bias (the same for b_ih and b_hh).
@@ -80,13 +84,16 @@ lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at:
     std::tie(grad_pre, grad_c_prev) =
         cuda::lstm_pointwise_backward(grad_h, grad_c, c, gates, tanh_c);
   } else {
-    const auto g = gates.chunk(4, /*dim=*/1);
+    const auto acc = opmath_dtype(c);  // in float for the half types, as on CUDA
+    const auto g = gates.to(acc).chunk(4, /*dim=*/1);
     const at::Tensor &i = g[0], &f = g[1], &cand = g[2], &o = g[3];
-    const at::Tensor dc = grad_c + grad_h * o * (1 - tanh_c * tanh_c);
-    grad_pre = at::cat({dc * cand * i * (1 - i), dc * c * f * (1 - f), dc * i * (1 - cand * cand),
-                        grad_h * tanh_c * o * (1 - o)},
-                       /*dim=*/1);
-    grad_c_prev = dc * f;
+    const at::Tensor tc = tanh_c.to(acc), gh = grad_h.to(acc);
+    const at::Tensor dc = grad_c.to(acc) + gh * o * (1 - tc * tc);
+    grad_pre = at::cat({dc * cand * i * (1 - i), dc * c.to(acc) * f * (1 - f),
+                        dc * i * (1 - cand * cand), gh * tc * o * (1 - o)},
+                       /*dim=*/1)
+                   .to(c.scalar_type());
+    grad_c_prev = (dc * f).to(c.scalar_type());
   }
   // pre = x W_ih^T + h W_hh^T + b_ih + b_hh: four products and a column sum.
   return {grad_pre.mm(w_ih),  grad_pre.mm(w_hh),  grad_c_prev,

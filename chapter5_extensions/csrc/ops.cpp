@@ -9,11 +9,9 @@
 // Importing custom_ops._C runs the TORCH_LIBRARY blocks below (static initializers). The module
 // itself is empty: no pybind11, the ops live in torch.ops.custom_ops, and the .so depends on the
 // stable Python ABI only (py_limited_api in setup.py).
-extern "C" {
-PyObject* PyInit__C(void) {
+extern "C" PyMODINIT_FUNC PyInit__C(void) {
   static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
   return PyModule_Create(&module_def);
-}
 }
 
 TORCH_LIBRARY(custom_ops, m) {

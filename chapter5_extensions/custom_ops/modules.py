@@ -30,22 +30,30 @@ class FusedBiasReLU(torch.nn.Module):
 
 
 class LSTMCell(torch.nn.LSTMCell):
-    """torch.nn.LSTMCell computed by custom_ops.lstm_cell: same parameters, same state_dict."""
+    """torch.nn.LSTMCell computed by custom_ops.lstm_cell: same constructor, parameters,
+    state_dict and call (`cell(x, hx=(h, c))`, unbatched 1-D input, bias=False)."""
 
-    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None):
-        if state is None:
+    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None):
+        unbatched = input.dim() == 1
+        x = input.unsqueeze(0) if unbatched else input
+        if hx is None:
             zeros = x.new_zeros(x.shape[0], self.hidden_size)
-            state = (zeros, zeros)
-        h, c = state
-        return ops.lstm_cell(
+            hx = (zeros, zeros)
+        h, c = (t.unsqueeze(0) for t in hx) if unbatched else hx
+        if self.bias:
+            b_ih, b_hh = self.bias_ih, self.bias_hh
+        else:  # the op always adds biases: zeros, which get no gradient
+            b_ih = b_hh = x.new_zeros(4 * self.hidden_size)
+        h_next, c_next = ops.lstm_cell(
             x.contiguous(),
             h.contiguous(),
             c.contiguous(),
             self.weight_ih,
             self.weight_hh,
-            self.bias_ih,
-            self.bias_hh,
+            b_ih,
+            b_hh,
         )
+        return (h_next.squeeze(0), c_next.squeeze(0)) if unbatched else (h_next, c_next)
 
 
 class ConvRNN(torch.nn.Module):

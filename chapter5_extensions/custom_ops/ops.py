@@ -133,6 +133,10 @@ def lstm_cell(
 def _(x, h, c, w_ih, w_hh, b_ih, b_hh):
     torch._check(x.dim() == 2 and h.dim() == 2, lambda: "lstm_cell: x and h must be 2-D")
     batch, hidden = h.shape
+    torch._check(
+        w_ih.shape == (4 * hidden, x.shape[1]) and w_hh.shape == (4 * hidden, hidden),
+        lambda: f"lstm_cell: w_ih and w_hh must have {4 * hidden} rows, got {tuple(w_ih.shape)}",
+    )
     return (
         h.new_empty(batch, hidden),
         h.new_empty(batch, hidden),
@@ -181,20 +185,37 @@ torch.library.register_autograd(
 def conv_rnn(x: Tensor, kernel: Tensor, hidden: Tensor) -> Tensor:
     """A convolutional RNN, forward only: h_t = tanh(x_t + conv(h_{t-1}, kernel)), the
     convolution over features with zero padding, starting from h_0 = hidden. x (B, T, F),
-    kernel (K,) with K odd, hidden (B, F); returns h_1 ... h_T as (B, T, F)."""
+    kernel (K,) with K odd, hidden (B, F); returns h_1 ... h_T as (B, T, F).
+
+    Raises at once when autograd would need its backward (an input requires grad and grad mode
+    is on): call it under torch.no_grad() or on detached tensors. Failing here, not later in
+    backward, makes eager and torch.compile (which traces the backward while compiling) agree."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, kernel, hidden)):
+        raise RuntimeError(
+            "custom_ops::conv_rnn: has no backward, and an input requires grad; call it under "
+            "torch.no_grad() or on detached tensors"
+        )
     return ops.conv_rnn.default(x, kernel, hidden)
 
 
 @torch.library.register_fake("custom_ops::conv_rnn")
 def _(x: Tensor, kernel: Tensor, hidden: Tensor) -> Tensor:
     torch._check(x.dim() == 3, lambda: "conv_rnn: x must be 3-D (batch, time, features)")
+    torch._check(
+        kernel.dim() == 1 and kernel.shape[0] % 2 == 1,
+        lambda: "conv_rnn: kernel must be 1-D with an odd length",
+    )
+    torch._check(
+        hidden.shape == (x.shape[0], x.shape[2]),
+        lambda: f"conv_rnn: hidden must have shape [{x.shape[0]}, {x.shape[2]}]",
+    )
     return torch.empty_like(x)
 
 
 # ---- no double backward, and no conv_rnn backward: say so --------------------------------------
-# An operator without an autograd formula does not stop autograd: PyTorch warns and treats it
-# as if its output did not depend on its inputs, so the gradient comes out silently wrong. These
-# formulas turn that into an error that names the op.
+# An operator without an autograd formula does not stop autograd: PyTorch warns ("This may lead
+# to silently incorrect behavior") and goes on, and the gradient then depends on how the kernel
+# happens to be written. These formulas turn that into an error that names the op.
 
 
 def _refuse(name: str, why: str):

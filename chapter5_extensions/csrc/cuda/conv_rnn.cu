@@ -8,6 +8,8 @@
 #include <ATen/OpMathType.h>
 #include <torch/library.h>
 
+#include <limits>
+
 #include "../checks.h"
 #include "../conv_rnn.h"
 #include "launch_utils.cuh"
@@ -15,10 +17,13 @@
 namespace custom_ops::cuda {
 namespace {
 
+// Up to 1024 threads a block: __launch_bounds__ makes the compiler keep the registers per thread
+// low enough for that (else the launch fails with "too many resources requested").
 template <typename scalar_t, typename acc_t>
-__global__ void conv_rnn_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ kernel,
-                                const scalar_t* __restrict__ hidden, scalar_t* __restrict__ out,
-                                int64_t time, int64_t features, int64_t taps) {
+__global__ void __launch_bounds__(1024)
+    conv_rnn_kernel(const scalar_t* __restrict__ x, const scalar_t* __restrict__ kernel,
+                    const scalar_t* __restrict__ hidden, scalar_t* __restrict__ out, int64_t time,
+                    int64_t features, int64_t taps) {
   extern __shared__ unsigned char shared_bytes[];
   acc_t* weights = reinterpret_cast<acc_t*>(shared_bytes);
   acc_t* prev = weights + taps;
@@ -54,6 +59,8 @@ at::Tensor conv_rnn_cuda(const at::Tensor& x, const at::Tensor& kernel, const at
   const int64_t batch = x.size(0), time = x.size(1), features = x.size(2), taps = kernel.size(0);
   at::Tensor out = at::empty_like(x);
   if (out.numel() == 0) return out;
+  TORCH_CHECK(batch <= std::numeric_limits<int>::max(), "conv_rnn: batch ", batch,
+              " is more than one grid of blocks can hold (", std::numeric_limits<int>::max(), ")");
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv_rnn", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     auto kernel_fn = conv_rnn_kernel<scalar_t, acc_t>;

@@ -28,6 +28,8 @@ int64_t blocks_to_fill_gpu(Kernel kernel, int threads_per_block, size_t shared_b
   int blocks_per_sm = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel,
                                                                threads_per_block, shared_bytes));
+  TORCH_CHECK(blocks_per_sm > 0, "custom_ops: a kernel cannot fit one block of ", threads_per_block,
+              " threads on an SM (too many registers or too much shared memory)");
   const int sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   return static_cast<int64_t>(sm_count) * blocks_per_sm;
 }
