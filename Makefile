@@ -2,7 +2,8 @@
 #   make tutorial   create .venv, install requirements.txt, build and run every chapter's demo
 #   make test       every chapter's tests and notebooks (what CI runs)
 # And: make doctor (diagnose the build environment), make gpu-check (on a GPU machine),
-# make lint, make clean. `make help` lists them.
+# make check EX=ch3/gelu (grade an exercise), make docs (the course as a website), make lint,
+# make clean. `make help` lists them.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -55,13 +56,15 @@ export CPATH = $(subst $(eval) ,:,$(strip $(NVIDIA_INCLUDE) $(CPATH_FROM_ENV)))
 endif
 endif
 
-.PHONY: help tutorial test doctor gpu-check lint clean
+.PHONY: help tutorial test doctor gpu-check check docs lint clean
 
 help:
 	@echo "make tutorial   set up .venv, then build and run every chapter's demo"
 	@echo "make test       run every test and notebook (CI runs this)"
 	@echo "make doctor     check python, torch, nvcc, CUDA_HOME, ninja, compiler, GPU, arch list"
 	@echo "make gpu-check  on a GPU machine: build, test, compute-sanitizer, benchmarks"
+	@echo "make check EX=ch3/gelu   grade your exercise (SOLUTION=1: the reference solution)"
+	@echo "make docs       serve the course as a website on http://127.0.0.1:8000 (mkdocs)"
 	@echo "make lint       ruff (Python) and clang-format (C++/CUDA) in check mode"
 	@echo "make clean      remove builds and caches (keeps .venv)"
 
@@ -86,6 +89,18 @@ doctor: $(ENV_READY)
 
 gpu-check: $(ENV_READY)
 	MAX_JOBS=$${MAX_JOBS:-16} $(PY) tools/gpu_check.py $(GPU_CHECK_ARGS)
+
+# An exercise: build the learner's file, run its checks (and on a GPU its benchmark), print a
+# verdict per check. Without EX, lists the exercises.
+check: $(ENV_READY)
+	@if [ -z "$(EX)" ]; then echo "usage: make check EX=ch3/gelu [SOLUTION=1]; the exercises:"; \
+	  $(PY) tools/check_exercise.py --list; exit 2; fi
+	@$(PY) tools/check_exercise.py $(EX) $(if $(SOLUTION),--solution)
+
+# The website: the lessons and their code, as mkdocs.yml and tools/docs_hooks.py put them
+# together. It rebuilds when a lesson or a source file changes. `make test` builds it --strict.
+docs: $(ENV_READY)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve
 
 lint: $(ENV_READY)
 	$(PY) -m ruff check .

@@ -48,8 +48,8 @@ def load_chapter2(verbose: bool = False) -> ModuleType:
         _module = load(
             name="chapter2",
             sources=[str(HERE / s) for s in SOURCES],
-            # -O3: torch adds no optimisation flag to JIT builds. -fopenmp is not needed:
-            # at::parallel_for runs on the thread pool of the libtorch we link against.
+            # -O3: torch adds no optimisation flag to JIT builds. Known defect (lesson, v3):
+            # without -fopenmp, at::parallel_for runs its whole range on one thread.
             extra_cflags=["-O3"],
             build_directory=str(build_directory),
             verbose=verbose,

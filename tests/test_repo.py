@@ -59,7 +59,7 @@ def test_readme_gives_exactly_the_two_setup_commands():
 
 def test_makefile_has_every_documented_target():
     makefile = (REPO / "Makefile").read_text()
-    for target in ["tutorial", "test", "doctor", "gpu-check", "clean", "lint"]:
+    for target in ["tutorial", "test", "doctor", "gpu-check", "clean", "lint", "docs", "check"]:
         assert re.search(rf"^{target}:", makefile, flags=re.M), f"make {target} is missing"
 
 

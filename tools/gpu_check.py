@@ -5,8 +5,9 @@
     python tools/gpu_check.py --out DIR --skip-sanitizer --skip-benchmarks
 
 Steps: the environment (make doctor's report), build every chapter (MAX_JOBS parallel jobs), run
-all tests with CUDA, rerun the tests marked `sanitize` under each compute-sanitizer tool, run every
-chapter's benchmark.py, and its profile_kernels.py under Nsight Compute where it has one. Writes
+all tests with CUDA (the exercises' checker included), rerun the tests marked `sanitize` and the
+CUDA exercises' solutions (`--small`) under each compute-sanitizer tool, run every chapter's
+benchmark.py, and its profile_kernels.py under Nsight Compute where it has one. Writes
 gpu_check.json and gpu_check.md (device, versions, date, each step's result) and the benchmarks'
 own tables to --out (default: $OUT if set, else docs/perf/).
 Exits non-zero if any step failed.
@@ -104,6 +105,17 @@ def run_step(
         "seconds": round(seconds, 1),
         "tail": lines[-5:],
     }
+
+
+def cuda_exercises() -> list[str]:
+    """The exercises with a .cu file (chN/name), from their check files' SOURCE and GIVEN."""
+    found = []
+    for check_file in sorted(REPO.glob("chapter*_*/exercises/check_*.py")):
+        text = check_file.read_text()
+        if re.search(r"^(SOURCE|GIVEN) = .*\.cu\b", text, flags=re.M):
+            number = re.match(r"chapter(\d+)_", check_file.parents[1].name).group(1)
+            found.append(f"ch{number}/{check_file.stem.removeprefix('check_')}")
+    return found
 
 
 def pytest_summary(lines: list[str]) -> str | None:
@@ -266,6 +278,31 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 step["summary"] = pytest_summary(step.pop("tail"))
                 steps.append(step)
+            # The CUDA exercises' reference solutions, through the checker at small sizes.
+            for exercise_id in cuda_exercises():
+                for tool in SANITIZER_TOOLS:
+                    step = run_step(
+                        f"compute-sanitizer --tool {tool} {exercise_id}",
+                        [
+                            sanitizer,
+                            "--tool",
+                            tool,
+                            "--error-exitcode",
+                            "99",
+                            python,
+                            str(REPO / "tools" / "check_exercise.py"),
+                            exercise_id,
+                            "--solution",
+                            "--small",
+                        ],
+                        log,
+                        env={**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+                    )
+                    step["summary"] = next(
+                        (line for line in reversed(step.pop("tail")) if "ERROR SUMMARY" in line),
+                        None,
+                    )
+                    steps.append(step)
 
     benchmark_tables = []
     if not args.skip_benchmarks:

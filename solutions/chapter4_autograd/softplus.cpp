@@ -1,0 +1,63 @@
+// Exercise ch4/softplus, reference solution: softplus as a C++ torch::autograd::Function whose
+// forward and backward are ATen ops. Statement: chapter 4's lesson, "Exercises".
+// Check it: make check EX=ch4/softplus SOLUTION=1
+//
+//   y = log(1 + exp(beta x)) / beta, and y = x where beta x > threshold   dy/dx = sigmoid(beta x)
+//   the reference: torch.nn.functional.softplus(x, beta, threshold)
+
+// torch::autograd::Function, without the whole C++ frontend that <torch/extension.h> brings.
+#include <torch/csrc/autograd/custom_function.h>
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+class Softplus : public torch::autograd::Function<Softplus> {
+ public:
+  // TODO 1 (solved): log1p(exp(z)), not log(1 + exp(z)): for z = -20, exp(z) is 2e-9, and
+  // 1 + 2e-9 rounds to 1 in float32. The where() picks x above the threshold, so the inf that
+  // exp(z) gives there for large x never reaches y.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double beta,
+                            double threshold) {
+    const at::Tensor beta_x = x * beta;
+    at::Tensor y = at::where(beta_x > threshold, x, at::log1p(at::exp(beta_x)) / beta);
+    ctx->save_for_backward({x});
+    ctx->saved_data["beta"] = beta;
+    ctx->saved_data["threshold"] = threshold;
+    return y;
+  }
+
+  // TODO 2 (solved): sigmoid(z), not exp(z) / (1 + exp(z)), which is inf / inf = NaN for large z.
+  // Above the threshold y = x, so the slope there is exactly 1.
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
+    const at::Tensor& grad_y = grad_outputs[0];
+    if (!ctx->needs_input_grad(0)) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    const double beta = ctx->saved_data["beta"].toDouble();
+    const double threshold = ctx->saved_data["threshold"].toDouble();
+    const at::Tensor beta_x = x * beta;
+    at::Tensor grad_x = at::where(beta_x > threshold, grad_y, grad_y * at::sigmoid(beta_x));
+    return {grad_x, at::Tensor(), at::Tensor()};  // beta and threshold are numbers: no gradient
+  }
+};
+
+at::Tensor softplus(const at::Tensor& x, double beta, double threshold) {
+  TORCH_CHECK(at::isFloatingType(x.scalar_type()),
+              "softplus: x must be a floating-point tensor (float32, float64, float16 or "
+              "bfloat16), got ",
+              x.scalar_type());
+  TORCH_CHECK(beta != 0, "softplus: beta must not be 0 (y divides by it), got ", beta);
+  return Softplus::apply(x, beta, threshold);
+}
+
+}  // namespace
+
+// The op as torch.ops.ch4_softplus.softplus (chapter 5 explains TORCH_LIBRARY; here it is only a
+// way in). A def() with a function is a CompositeImplicitAutograd kernel: it runs with autograd
+// on, so Softplus::apply records its node as a Python autograd.Function's apply would.
+TORCH_LIBRARY(ch4_softplus, m) {
+  m.def("softplus(Tensor x, float beta=1, float threshold=20) -> Tensor", &softplus);
+}

@@ -1,0 +1,159 @@
+"""Every exercise is solvable and its checks can fail: the reference solution passes the checker
+(`tools/check_exercise.py`, what `make check EX=...` runs) and the untouched TODO stub fails it.
+
+The checker runs as a subprocess, as a learner runs it: each exercise registers its ops under a
+fixed name, so a stub and its solution cannot be loaded into one process. All runs start at once,
+as many at a time as there are cores (each build is one compiler process), and the tests then
+read their results.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHECKER = REPO / "tools" / "check_exercise.py"
+sys.path.insert(0, str(CHECKER.parent))
+
+import check_exercise  # noqa: E402
+import grading  # noqa: E402
+import torch  # noqa: E402
+
+EXERCISES = check_exercise.all_exercise_ids()
+CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
+
+
+def run_checker(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(CHECKER), *args],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
+    )
+
+
+@pytest.fixture(scope="module")
+def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
+    """(exercise, "solution" or "stub") -> the checker's result, for every exercise. Without the
+    benchmarks: runs side by side would share the GPU and slow each other down."""
+    jobs = [(ex, kind) for ex in EXERCISES for kind in ("solution", "stub")]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = pool.map(
+            lambda job: run_checker(
+                job[0], "--no-benchmark", *(["--solution"] if job[1] == "solution" else [])
+            ),
+            jobs,
+        )
+        return dict(zip(jobs, results, strict=True))
+
+
+# The exercises whose checks end with a benchmark (on a GPU: a target fraction of copy_).
+BENCHMARKED = [
+    ex
+    for ex in EXERCISES
+    if "\ndef benchmark(" in check_exercise.find_exercise(ex).check_file.read_text()
+]
+
+
+@pytest.mark.slow
+@pytest.mark.cuda
+@pytest.mark.parametrize("exercise_id", BENCHMARKED)
+def test_reference_solution_reaches_its_speed_target(exercise_id, checker_runs):
+    # One at a time, after checker_runs has built everything: the GPU is this run's alone.
+    result = run_checker(exercise_id, "--solution")
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^  PASS  fast: ", result.stdout, flags=re.M), result.stdout
+
+
+def test_there_are_three_to_five_exercises_per_chapter():
+    for chapter in CHAPTERS:
+        found = sorted((chapter / "exercises").glob("check_*.py"))
+        assert 3 <= len(found) <= 5, f"{chapter.name} has {len(found)} exercises"
+
+
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_exercise_has_a_todo_stub_and_a_solution(exercise_id):
+    exercise = check_exercise.find_exercise(exercise_id)
+    stub = exercise.folder / exercise.source
+    assert stub.exists(), f"{exercise_id}: no stub {stub}"
+    assert "TODO" in stub.read_text(), f"{exercise_id}: the stub says nowhere what to write"
+    assert exercise.solution.exists(), f"{exercise_id}: no reference solution"
+    assert exercise.solution.read_text() != stub.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_reference_solution_passes_the_checker(exercise_id, checker_runs):
+    result = checker_runs[(exercise_id, "solution")]
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{exercise_id}: PASSED" in result.stdout
+    assert "  FAIL  " not in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_untouched_stub_fails_the_checker(exercise_id, checker_runs):
+    result = checker_runs[(exercise_id, "stub")]
+    # 1, not 2: the stub compiles, and it is the checks that fail.
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{exercise_id}: NOT YET" in result.stdout
+    assert re.search(r"^  FAIL  ", result.stdout, flags=re.M)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_lesson_states_each_exercise_of_its_chapter(chapter):
+    lesson = (chapter / "README.md").read_text()
+    assert "\n## Exercises" in lesson, f"{chapter.name}/README.md has no Exercises section"
+    exercises_section = lesson.split("\n## Exercises", 1)[1]
+    number = re.match(r"chapter(\d+)_", chapter.name).group(1)
+    for check_file in sorted((chapter / "exercises").glob("check_*.py")):
+        command = f"make check EX=ch{number}/{check_file.stem.removeprefix('check_')}"
+        assert command in exercises_section, f"{chapter.name}'s lesson does not state {command}"
+
+
+def test_unknown_exercise_lists_the_real_ones():
+    result = run_checker("ch9/nothing")
+    assert result.returncode == 3
+    assert "no exercise 'ch9/nothing'" in result.stdout
+
+
+# ---- the grading library's messages ----------------------------------------------------------
+
+
+def test_expect_close_names_the_first_wrong_element():
+    expected = torch.arange(6.0).reshape(2, 3)
+    got = expected.clone()
+    got[1, 0], got[1, 2] = 30.0, 50.0
+    with pytest.raises(grading.CheckFailed) as failure:
+        grading.expect_close(got, expected, atol=1e-6, rtol=1e-6, what="out")
+    message = str(failure.value)
+    assert "2 of 6 elements differ" in message
+    assert "first at index (1, 0): expected 3, got 30" in message
+
+
+def test_expect_close_reports_a_wrong_shape_before_values():
+    with pytest.raises(grading.CheckFailed, match=r"expected shape \(2, 3\), got \(3, 2\)"):
+        grading.expect_close(torch.zeros(3, 2), torch.zeros(2, 3), atol=0, rtol=0)
+
+
+def test_expect_close_treats_nan_as_equal_to_nan_only():
+    nan = float("nan")
+    grading.expect_close(torch.tensor([nan, 1.0]), torch.tensor([nan, 1.0]), atol=0, rtol=0)
+    with pytest.raises(grading.CheckFailed, match=r"index \[0\]: expected 0, got nan"):
+        grading.expect_close(torch.tensor([nan]), torch.tensor([0.0]), atol=0, rtol=0)
+
+
+def test_expect_error_says_what_came_instead():
+    with pytest.raises(grading.CheckFailed, match="the call returned"):
+        grading.expect_error(lambda: None, "x must be")
+    with pytest.raises(grading.CheckFailed, match="got: 'other message'"):
+        grading.expect_error(lambda: (_ for _ in ()).throw(RuntimeError("other message")), "x")

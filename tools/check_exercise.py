@@ -1,0 +1,289 @@
+"""The exercise checker: build your exercise, run its checks, print a verdict per check.
+
+    make check EX=ch3/gelu                        # your file: chapter3_cuda_kernels/exercises/gelu.cu
+    make check EX=ch3/gelu SOLUTION=1             # the reference solution instead
+    python tools/check_exercise.py ch3/gelu --source my_gelu.cu
+    python tools/check_exercise.py --list         # every exercise
+
+An exercise `chN/name` lives in chapterN_*/exercises/: `check_name.py` holds its checks (the
+specification, read it) and names the file you write (SOURCE, a `TODO` stub until you do); the
+reference solution is solutions/chapterN_*/<SOURCE>. Exit status: 0 every check passed (checks that
+need a GPU may be skipped), 1 a check failed, 2 the build failed, 3 no such exercise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # check files import `grading`
+
+import grading  # noqa: E402
+
+
+@dataclass
+class Exercise:
+    id: str  # "ch3/gelu"
+    chapter: Path  # chapter3_cuda_kernels
+    check_file: Path  # chapter3_cuda_kernels/exercises/check_gelu.py
+    check: ModuleType
+
+    @property
+    def folder(self) -> Path:
+        return self.chapter / "exercises"
+
+    @property
+    def source(self) -> str:
+        return self.check.SOURCE
+
+    @property
+    def solution(self) -> Path:
+        return REPO / "solutions" / self.chapter.name / self.source
+
+
+def all_exercise_ids() -> list[str]:
+    ids = []
+    for check_file in sorted(REPO.glob("chapter*_*/exercises/check_*.py")):
+        number = re.match(r"chapter(\d+)_", check_file.parents[1].name).group(1)
+        ids.append(f"ch{number}/{check_file.stem.removeprefix('check_')}")
+    return sorted(ids, key=lambda i: (int(i[2 : i.index("/")]), i))
+
+
+def find_exercise(exercise_id: str) -> Exercise:
+    match = re.fullmatch(r"ch(\d+)/(\w+)", exercise_id)
+    if not match:
+        raise LookupError(f"{exercise_id!r}: an exercise is named like ch3/gelu")
+    chapters = list(REPO.glob(f"chapter{match.group(1)}_*"))
+    check_file = chapters[0] / "exercises" / f"check_{match.group(2)}.py" if chapters else None
+    if check_file is None or not check_file.exists():
+        raise LookupError(
+            f"no exercise {exercise_id!r}; there are: {', '.join(all_exercise_ids())}"
+        )
+    spec = importlib.util.spec_from_file_location(f"check_{match.group(2)}", check_file)
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    return Exercise(exercise_id, chapters[0], check_file, check)
+
+
+# ---- building -----------------------------------------------------------------------------------
+
+
+def build_root() -> Path:
+    """Where the exercises build: beside the chapters' JIT builds, one folder per torch version."""
+    import torch
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", REPO / "build" / "torch_extensions"))
+    v = sys.version_info
+    return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_") / "exercises"
+
+
+def cuda_include_paths() -> list[str]:
+    """cuBLAS/cuSPARSE headers from torch's wheels, for a toolkit that only has nvcc."""
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if CUDA_HOME is None or (Path(CUDA_HOME) / "include" / "cusparse.h").exists():
+        return []
+    try:
+        import nvidia
+    except ImportError:
+        return []
+    found = [Path(p) / "cu13" / "include" for p in nvidia.__path__]
+    return [str(p) for p in found if (p / "cusparse.h").exists()][:1]
+
+
+class BuildFailed(Exception):
+    pass
+
+
+def compiler_errors(log: str, limit: int = 30) -> str:
+    """The compiler's error lines (and the few after each: the code and the caret) out of torch's
+    build log, without the compile commands, which run to thousands of characters."""
+    lines = [line for line in log.splitlines() if " -isystem " not in line and "[code=" not in line]
+    keep: list[str] = []
+    for i, line in enumerate(lines):
+        if re.search(r"\berror\b|undefined reference|fatal", line, flags=re.I):
+            keep.extend(lines[i : i + 4])
+        if len(keep) >= limit:
+            break
+    unique = [line for line in dict.fromkeys(keep) if not line.startswith("ninja: build stopped")]
+    return "\n".join(unique[:limit]) or "\n".join(lines[-limit:])
+
+
+def build(exercise: Exercise, source: Path, variant: str) -> object:
+    """Compile the exercise's C++/CUDA (the learner's file and any GIVEN files) and return what
+    its checks call: the pybind11 module, the `torch.ops.<LIBRARY>` namespace, or, for a Python
+    exercise, the imported module."""
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME, load
+
+    python_bin = Path(sys.executable).parent  # torch runs `ninja` from PATH: use this env's
+    if (python_bin / "ninja").exists() and shutil.which("ninja") != str(python_bin / "ninja"):
+        os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+
+    given = [exercise.folder / name for name in getattr(exercise.check, "GIVEN", [])]
+    compiled = [p for p in [source, *given] if p.suffix in (".cpp", ".cu")]
+    if any(p.suffix == ".cu" for p in compiled) and (torch.version.cuda is None or not CUDA_HOME):
+        raise BuildFailed("this exercise is CUDA: it needs a CUDA build of torch and nvcc")
+    library = getattr(exercise.check, "LIBRARY", None)
+    built: object = None
+    if compiled:
+        name = f"{exercise.id.replace('/', '_')}_{variant}"
+        directory = build_root() / name
+        directory.mkdir(parents=True, exist_ok=True)
+        with_cuda = any(p.suffix == ".cu" for p in compiled)
+        try:
+            built = load(
+                name=name,
+                sources=[str(p) for p in compiled],
+                # -fopenmp: at::parallel_for is a template that splits its range with OpenMP
+                # pragmas, and they are compiled into *this* file; without the flag it runs the
+                # whole range on one thread, silently.
+                extra_cflags=["-O3", "-fopenmp"],
+                extra_cuda_cflags=["-O3", "-lineinfo", "-Xcompiler", "-fopenmp"],
+                extra_ldflags=["-fopenmp"],
+                extra_include_paths=[str(exercise.folder)]
+                + (cuda_include_paths() if with_cuda else []),
+                build_directory=str(directory),
+                with_cuda=with_cuda,
+                # A TORCH_LIBRARY registration is loaded as a plain shared library; chapter 1's
+                # pybind11 exercises are Python modules.
+                is_python_module=library is None,
+                verbose=False,
+            )
+        except Exception as e:  # torch raises RuntimeError with the whole ninja log in it
+            raise BuildFailed(compiler_errors(str(e))) from None
+        if library is not None:
+            built = getattr(torch.ops, library)
+    if source.suffix == ".py":
+        spec = importlib.util.spec_from_file_location(f"exercise_{source.stem}", source)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:
+            raise BuildFailed(f"importing {source.name}: {grading._explain(e)}") from None
+        built = module
+    return built
+
+
+# ---- the verdict --------------------------------------------------------------------------------
+
+
+def check(
+    exercise_id: str, source: Path | None, variant: str, benchmark: bool, build_only: bool = False
+) -> int:
+    try:
+        exercise = find_exercise(exercise_id)
+    except LookupError as e:
+        print(e)
+        return 3
+    if source is None:
+        source = exercise.solution if variant == "solution" else exercise.folder / exercise.source
+    if not source.exists():
+        print(f"{exercise_id}: {source} does not exist")
+        return 3
+    shown = source.relative_to(REPO) if source.is_relative_to(REPO) else source
+    print(f"== {exercise_id}: {shown}")
+    start = time.perf_counter()
+    if getattr(exercise.check, "LIBRARY", None) is not None and not build_only:
+        # Registrations run when the library is loaded, and one that throws (a kernel whose C++
+        # signature does not match its schema, a namespace defined twice) ends the process with
+        # std::terminate. So the first load happens in a child process: a crash there is reported
+        # as a failed build, with what it printed, and this process then loads the cached build.
+        child = subprocess.run(
+            [sys.executable, __file__, exercise_id, "--source", str(source), "--build-only"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "EXERCISE_VARIANT": variant},
+        )
+        if child.returncode != 0:
+            text = child.stdout + child.stderr
+            # The C++ message, without the stack of frames that c10 appends to it.
+            text = re.split(r"^(?:Exception raised from|frame #0)", text, maxsplit=1, flags=re.M)[0]
+            lines = [
+                line
+                for line in text.strip().splitlines()
+                if not line.startswith(("== ", "BUILD FAILED after"))
+                and "No CUDA runtime is found" not in line
+            ]
+            loaded = child.returncode != 2  # 2: compile errors; a crash while loading: -6
+            what = (
+                "LOADING FAILED (it compiled; registering its ops threw)"
+                if loaded
+                else "BUILD FAILED"
+            )
+            print(f"{what} after {time.perf_counter() - start:.1f} s:")
+            print("\n".join(lines[-20:]))
+            return 2
+    try:
+        ops = build(exercise, source.resolve(), variant)
+    except BuildFailed as e:
+        print(f"BUILD FAILED after {time.perf_counter() - start:.1f} s:\n{e}")
+        return 2
+    print(f"built in {time.perf_counter() - start:.1f} s")
+    if build_only:
+        return 0
+    outcomes = grading.run_checks(exercise.check, ops)
+    if benchmark:
+        outcomes += grading.run_benchmark(exercise.check, ops)
+    for outcome in outcomes:
+        print(f"  {outcome.status}  {outcome.name}")
+        if outcome.detail and outcome.status != "SKIP":
+            print(f"        {outcome.detail}")
+    failed = [o for o in outcomes if o.status == "FAIL"]
+    skipped = [o for o in outcomes if o.status == "SKIP"]
+    passed = len(outcomes) - len(failed) - len(skipped)
+    summary = f"{passed} passed, {len(failed)} failed, {len(skipped)} skipped"
+    for reason in dict.fromkeys(o.detail for o in skipped):
+        print(f"skipped: {reason}")
+    if failed:
+        print(f"{exercise_id}: NOT YET ({summary}). Start with the first FAIL above.")
+        return 1
+    print(f"{exercise_id}: PASSED ({summary})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("exercise", nargs="?", help="e.g. ch3/gelu")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--solution", action="store_true", help="check the reference solution")
+    which.add_argument("--source", type=Path, help="check this file instead of the exercise's")
+    parser.add_argument("--no-benchmark", action="store_true", help="skip the GPU benchmark")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="skip the large checks and the benchmark (for a run under compute-sanitizer)",
+    )
+    parser.add_argument("--list", action="store_true", help="list the exercises")
+    parser.add_argument("--build-only", action="store_true", help="build and load, check nothing")
+    args = parser.parse_args(argv)
+    if args.list or not args.exercise:
+        print("\n".join(all_exercise_ids()))
+        return 0 if args.list else 3
+    if os.environ.get("EXERCISE_VARIANT"):  # the child process of check(): the parent's build
+        variant = os.environ["EXERCISE_VARIANT"]
+    elif args.source:
+        digest = hashlib.sha1(str(args.source.resolve()).encode()).hexdigest()[:8]
+        variant = f"file_{digest}"
+    else:
+        variant = "solution" if args.solution else "exercise"
+    if args.small:
+        os.environ["EXERCISE_CHECK_SMALL"] = "1"
+    benchmark = not (args.no_benchmark or args.small)
+    return check(args.exercise, args.source, variant, benchmark, build_only=args.build_only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
