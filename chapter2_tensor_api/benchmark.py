@@ -1,5 +1,6 @@
 """Chapter 2's measurements on the CPU: the three fused_bias_relu versions against eager PyTorch,
-torch.compile and a copy of the same bytes; dispatch overhead; (B, T, F) @ (F, H) two ways.
+torch.compile and a copy of the same bytes; what a second thread buys; dispatch overhead;
+(B, T, F) @ (F, H) four ways.
 
     python chapter2_tensor_api/benchmark.py                # about a minute on 2 cores
     python chapter2_tensor_api/benchmark.py --quick --no-compile   # seconds
@@ -183,6 +184,43 @@ def dispatch_table(ext, quick: bool) -> list[dict]:
     return rows
 
 
+def threads_table(ext, quick: bool) -> list[dict]:
+    """What torch's other threads buy: v3, and torch's own exp and mm for comparison, timed with
+    one intra-op thread and with all of them. `threads used` is how many threads v3's
+    at::parallel_for really ran on (1 for a module compiled without -fopenmp)."""
+    most = torch.get_num_threads()
+    rows = []
+    sizes = [65_536, 1_048_576] if quick else [65_536, 1_048_576, 4_194_304]
+    for numel in sizes:
+        x, bias = torch.randn(numel // 1024, 1024), torch.randn(1024)
+        a = torch.randn(256, 256) if quick else torch.randn(1024, 1024)
+        cases = {
+            "v3 parallel": lambda: ext.fused_bias_relu_v3_parallel(x, bias, 1.0),
+            "torch.exp (ATen's parallel loop)": lambda: torch.exp(x),
+        }
+        if numel == sizes[-1]:
+            cases[f"torch.mm {tuple(a.shape)} @ {tuple(a.shape)} (BLAS)"] = lambda: a @ a
+        for case, fn in cases.items():
+            times = {}
+            for threads in (1, most):
+                torch.set_num_threads(threads)
+                times[threads] = median_s(fn, 0.05 if quick else 0.3)
+            torch.set_num_threads(most)
+            rows.append(
+                {
+                    "numel": numel,
+                    "case": case,
+                    "us_1_thread": times[1] * 1e6,
+                    "us_all_threads": times[most] * 1e6,
+                    "threads": most,
+                    "threads_used": ext.parallel_for_thread_count(64)
+                    if case == "v3 parallel"
+                    else None,
+                }
+            )
+    return rows
+
+
 def nd_at_2d_table(quick: bool) -> list[dict]:
     B, T, F, H = (8, 32, 128, 128) if quick else (32, 128, 512, 512)
     x, w = torch.randn(B, T, F), torch.randn(F, H)
@@ -231,6 +269,19 @@ def to_markdown(result: dict) -> str:
         lines.append(
             f"| {r['n']} | {r['loop_us_per_matrix']:.2f} | {r['batched_us_per_matrix']:.2f} | {r['one_mm_us']:.2f} |"
         )
+    most = result["threads"]
+    lines += [
+        "",
+        f"| elements (f32) | case | 1 thread, µs | {most} threads, µs | speed-up | "
+        "threads parallel_for used |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in result["threads_table"]:
+        used = "" if r["threads_used"] is None else r["threads_used"]
+        lines.append(
+            f"| {r['numel']:,} | {r['case']} | {r['us_1_thread']:.1f} | {r['us_all_threads']:.1f} "
+            f"| {r['us_1_thread'] / r['us_all_threads']:.2f}x | {used} |"
+        )
     lines += ["", "| (B, T, F) @ (F, H) | µs | GFLOP/s |", "| --- | ---: | ---: |"]
     for r in result["nd_at_2d"]:
         lines.append(f"| `{r['case']}` {r['shape']} | {r['us']:.0f} | {r['GFLOP/s']:.1f} |")
@@ -274,6 +325,7 @@ def main(argv: list[str] | None = None) -> dict:
         "date": datetime.date.today().isoformat(),
         "quick": args.quick,
         "fused_bias_relu": fused_bias_relu_table(ext, args.quick, not args.no_compile),
+        "threads_table": threads_table(ext, args.quick),
         "dispatch": dispatch_table(ext, args.quick),
         "nd_at_2d": nd_at_2d_table(args.quick),
         "malloc": malloc_table(args.quick),

@@ -8,6 +8,7 @@
 at::Tensor fused_bias_relu_v1_aten(const at::Tensor& x, const at::Tensor& bias, double scale);
 at::Tensor fused_bias_relu_v2_loop(const at::Tensor& x, const at::Tensor& bias, double scale);
 at::Tensor fused_bias_relu_v3_parallel(const at::Tensor& x, const at::Tensor& bias, double scale);
+int64_t parallel_for_thread_count(int64_t chunks);
 std::vector<at::Tensor> lstm_cell_forward(const at::Tensor& x, const at::Tensor& h,
                                           const at::Tensor& c, const at::Tensor& w_ih,
                                           const at::Tensor& w_hh, const at::Tensor& b_ih,
@@ -25,6 +26,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("scale") = 1.0);
   m.def("fused_bias_relu_v3_parallel", &fused_bias_relu_v3_parallel, fbr_doc, py::arg("x"),
         py::arg("bias"), py::arg("scale") = 1.0);
+  m.def("parallel_for_thread_count", &parallel_for_thread_count,
+        "How many threads at::parallel_for ran `chunks` chunks on (1 if built without -fopenmp).",
+        py::arg("chunks"));
   m.def("lstm_cell_forward", &lstm_cell_forward,
         "One LSTM step: returns [h_next, c_next, gates (i, f, g, o activated), tanh(c_next)].",
         py::arg("x"), py::arg("h"), py::arg("c"), py::arg("w_ih"), py::arg("w_hh"), py::arg("b_ih"),

@@ -9,6 +9,10 @@
 #include <ATen/Parallel.h>
 #include <torch/extension.h>
 
+#include <mutex>
+#include <set>
+#include <thread>
+
 #include "checks.h"
 
 namespace {
@@ -94,4 +98,17 @@ at::Tensor fused_bias_relu_v3_parallel(const at::Tensor& x, const at::Tensor& bi
         });
       });
   return r.out;
+}
+
+// How many threads at::parallel_for runs `chunks` one-item chunks on. It splits a range only where
+// the calling file was compiled with -fopenmp (its OpenMP pragmas are in the header); without
+// the flag this returns 1 whatever torch.get_num_threads() says, and so does v3's speed-up.
+int64_t parallel_for_thread_count(int64_t chunks) {
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  at::parallel_for(0, chunks, /*grain_size=*/1, [&](int64_t, int64_t) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    threads.insert(std::this_thread::get_id());
+  });
+  return static_cast<int64_t>(threads.size());
 }

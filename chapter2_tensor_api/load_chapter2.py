@@ -48,9 +48,12 @@ def load_chapter2(verbose: bool = False) -> ModuleType:
         _module = load(
             name="chapter2",
             sources=[str(HERE / s) for s in SOURCES],
-            # -O3: torch adds no optimisation flag to JIT builds. Known defect (lesson, v3):
-            # without -fopenmp, at::parallel_for runs its whole range on one thread.
-            extra_cflags=["-O3"],
+            # -O3: torch adds no optimisation flag to JIT builds. -fopenmp: at::parallel_for is a
+            # template whose OpenMP pragmas compile into this module, and without the flag they
+            # are ignored: v3 would run on one thread (lesson, v3). torch has loaded its own
+            # libgomp already, so the module shares torch's OpenMP runtime and thread count.
+            extra_cflags=["-O3", "-fopenmp"],
+            extra_ldflags=["-fopenmp"],
             build_directory=str(build_directory),
             verbose=verbose,
         )

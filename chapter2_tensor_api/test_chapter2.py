@@ -108,6 +108,14 @@ def test_fused_bias_relu_keeps_nan_like_torch_relu(ext, version):
     torch.testing.assert_close(out, torch.relu(x), equal_nan=True)
 
 
+def test_parallel_for_runs_on_every_thread_of_torch(ext):
+    # Fails if the module was compiled without -fopenmp: at::parallel_for then runs on one thread.
+    threads = torch.get_num_threads()
+    if threads < 2:
+        pytest.skip("torch runs one thread here: there is nothing to split")
+    assert ext.parallel_for_thread_count(64) == threads
+
+
 def test_fused_bias_relu_parallel_matches_serial_with_many_threads(ext, generator):
     # Large enough that at::parallel_for hands out several chunks; the result must not change.
     x = random((2048, 300), torch.float32, generator)

@@ -85,7 +85,9 @@ def load_chapter3(verbose: bool = False) -> ModuleType:
         _module = load(
             name=name,
             sources=[str(HERE / s) for s in sources],
-            extra_cflags=["-O3"] + (["-DWITH_CUDA"] if with_cuda else []),
+            # -fopenmp: the CPU paths' at::parallel_for runs on one thread without it (chapter 2).
+            extra_cflags=["-O3", "-fopenmp"] + (["-DWITH_CUDA"] if with_cuda else []),
+            extra_ldflags=["-fopenmp"],
             # -O3 is nvcc's default for device code already; -lineinfo maps SASS back to source
             # lines in Nsight Compute at no cost in speed. No --use_fast_math: it would change
             # results (and denormals) behind the tests' backs.

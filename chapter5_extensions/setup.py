@@ -51,7 +51,8 @@ def extension():
     debug = os.environ.get("DEBUG", "0") == "1"
     with_cuda = use_cuda()
     sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").glob("*.cpp"))
-    args = {"cxx": ["-O0", "-g"] if debug else ["-O3"]}
+    # -fopenmp: the CPU kernels' at::parallel_for runs on one thread without it (chapter 2).
+    args = {"cxx": (["-O0", "-g"] if debug else ["-O3"]) + ["-fopenmp"]}
     # Headers are not sources: listed here, a change to one rebuilds the extension (setuptools
     # compares times with the .so) instead of leaving a stale build.
     depends = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").rglob("*.h*"))
@@ -61,6 +62,7 @@ def extension():
             sources,
             depends=depends,
             extra_compile_args=args,
+            extra_link_args=["-fopenmp"],
             py_limited_api=True,  # see below
         )
     if "TORCH_CUDA_ARCH_LIST" not in os.environ and not torch.cuda.is_available():
@@ -72,6 +74,7 @@ def extension():
         sources,
         depends=depends,
         extra_compile_args=args,
+        extra_link_args=["-fopenmp"],
         define_macros=[("WITH_CUDA", None)],
         include_dirs=cuda_include_dirs(),
         # The .so uses only the stable Python ABI (no pybind11; torch adds -DPy_LIMITED_API), so
