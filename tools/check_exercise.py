@@ -14,13 +14,16 @@ need a GPU may be skipped), 1 a check failed, 2 the build failed, 3 no such exer
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +143,14 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
     if compiled:
         name = f"{exercise.id.replace('/', '_')}_{variant}"
         directory = build_root() / name
+        # Each run is a new process, and then torch's JIT decides whether to recompile from
+        # ninja's file times alone: a file copied over with an older time stamp (cp -p, git
+        # checkout, tar) would be graded by the old build. A stamp of the sources' contents
+        # decides instead; a different one empties the folder.
+        digest = hashlib.sha1(b"".join(p.read_bytes() for p in compiled)).hexdigest()
+        stamp = directory / "sources.sha1"
+        if directory.exists() and (not stamp.exists() or stamp.read_text() != digest):
+            shutil.rmtree(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with_cuda = any(p.suffix == ".cu" for p in compiled)
         try:
@@ -163,6 +174,7 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
             )
         except Exception as e:  # torch raises RuntimeError with the whole ninja log in it
             raise BuildFailed(compiler_errors(str(e))) from None
+        stamp.write_text(digest)
         if library is not None:
             built = getattr(torch.ops, library)
     if source.suffix == ".py":
@@ -180,9 +192,14 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
 # ---- the verdict --------------------------------------------------------------------------------
 
 
-def check(
-    exercise_id: str, source: Path | None, variant: str, benchmark: bool, build_only: bool = False
-) -> int:
+MARK = "\x1e"  # a line from the child that starts with this is for the parent, not the learner
+
+
+def check(exercise_id: str, source: Path | None, variant: str, flags: list[str]) -> int:
+    """Run the build and the checks in a child process and pass its output through. Learner code
+    can end a process where Python cannot catch it: a registration that throws while the library
+    loads (std::terminate), a segfault, a callback without the GIL. Then the child dies, and this
+    process still gives a verdict, naming the check that was running."""
     try:
         exercise = find_exercise(exercise_id)
     except LookupError as e:
@@ -194,53 +211,79 @@ def check(
         print(f"{exercise_id}: {source} does not exist")
         return 3
     shown = source.relative_to(REPO) if source.is_relative_to(REPO) else source
-    print(f"== {exercise_id}: {shown}")
+    print(f"== {exercise_id}: {shown}", flush=True)
     start = time.perf_counter()
-    if getattr(exercise.check, "LIBRARY", None) is not None and not build_only:
-        # Registrations run when the library is loaded, and one that throws (a kernel whose C++
-        # signature does not match its schema, a namespace defined twice) ends the process with
-        # std::terminate. So the first load happens in a child process: a crash there is reported
-        # as a failed build, with what it printed, and this process then loads the cached build.
-        child = subprocess.run(
-            [sys.executable, __file__, exercise_id, "--source", str(source), "--build-only"],
-            capture_output=True,
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        child = subprocess.Popen(
+            [sys.executable, __file__, exercise_id, "--source", str(source), "--child", *flags],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
             text=True,
             env={**os.environ, "EXERCISE_VARIANT": variant},
         )
-        if child.returncode != 0:
-            text = child.stdout + child.stderr
-            # The C++ message, without the stack of frames that c10 appends to it.
-            text = re.split(r"^(?:Exception raised from|frame #0)", text, maxsplit=1, flags=re.M)[0]
-            lines = [
-                line
-                for line in text.strip().splitlines()
-                if not line.startswith(("== ", "BUILD FAILED after"))
-                and "No CUDA runtime is found" not in line
-            ]
-            loaded = child.returncode != 2  # 2: compile errors; a crash while loading: -6
-            what = (
-                "LOADING FAILED (it compiled; registering its ops threw)"
-                if loaded
-                else "BUILD FAILED"
-            )
-            print(f"{what} after {time.perf_counter() - start:.1f} s:")
-            print("\n".join(lines[-20:]))
-            return 2
+        built, running = False, None
+        for line in child.stdout:
+            if line.startswith(MARK + "built"):
+                built = True
+            elif line.startswith(MARK + "running "):
+                running = line.removeprefix(MARK + "running ").strip()
+            else:
+                print(line, end="", flush=True)
+        returncode = child.wait()
+        stderr.seek(0)
+        errors = stderr.read()
+    if returncode in (0, 1, 2, 3):
+        return returncode
+    # The C++ message, without the stack of frames that c10 appends to it.
+    errors = re.split(r"^(?:Exception raised from|frame #0)", errors, maxsplit=1, flags=re.M)[0]
+    lines = [line for line in errors.strip().splitlines() if "No CUDA runtime is found" not in line]
+    why = f"signal {-returncode}" if returncode < 0 else f"exit {returncode}"
+    with contextlib.suppress(ValueError):
+        why += f", {signal.Signals(-returncode).name}"
+    elapsed = time.perf_counter() - start
+    if not built:
+        print(f"LOADING FAILED after {elapsed:.1f} s ({why}): it compiled, and loading it threw:")
+        print("\n".join(lines[-20:]))
+        return 2
+    print(f"  CRASH  {running or 'after the last check above'}")
+    print(f"        the process died ({why}) in this check. What it printed last:")
+    print("\n".join(f"        {line}" for line in lines[-12:]))
+    print(f"{exercise_id}: NOT YET (it crashed). Fix the crash first.")
+    return 1
+
+
+def check_in_this_process(exercise_id: str, source: Path, variant: str, benchmark: bool) -> int:
+    """The child's side of check(): build, then print each check's verdict as it comes."""
+    exercise = find_exercise(exercise_id)
+    start = time.perf_counter()
     try:
         ops = build(exercise, source.resolve(), variant)
     except BuildFailed as e:
         print(f"BUILD FAILED after {time.perf_counter() - start:.1f} s:\n{e}")
         return 2
     print(f"built in {time.perf_counter() - start:.1f} s")
-    if build_only:
-        return 0
-    outcomes = grading.run_checks(exercise.check, ops)
-    if benchmark:
-        outcomes += grading.run_benchmark(exercise.check, ops)
-    for outcome in outcomes:
+    print(MARK + "built", flush=True)
+    grading.LEARNER_FILES.add(str(source.resolve()))
+
+    def show(outcome: grading.Outcome) -> grading.Outcome:
         print(f"  {outcome.status}  {outcome.name}")
         if outcome.detail and outcome.status != "SKIP":
             print(f"        {outcome.detail}")
+        return outcome
+
+    def before(name: str) -> None:
+        print(MARK + "running " + name, flush=True)
+
+    outcomes = [show(o) for o in grading.run_checks(exercise.check, ops, before)]
+    if benchmark and hasattr(exercise.check, "benchmark"):
+        if any(o.status == "FAIL" for o in outcomes) and not grading.cuda_skip_reason():
+            # A wrong op is often a fast one (a stub's kernel does nothing): no speed verdict.
+            outcomes.append(
+                show(grading.Outcome("benchmark", "SKIP", "fix the failing checks first"))
+            )
+        else:
+            before("benchmark")
+            outcomes += [show(o) for o in grading.run_benchmark(exercise.check, ops)]
     failed = [o for o in outcomes if o.status == "FAIL"]
     skipped = [o for o in outcomes if o.status == "SKIP"]
     passed = len(outcomes) - len(failed) - len(skipped)
@@ -267,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the large checks and the benchmark (for a run under compute-sanitizer)",
     )
     parser.add_argument("--list", action="store_true", help="list the exercises")
-    parser.add_argument("--build-only", action="store_true", help="build and load, check nothing")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.list or not args.exercise:
         print("\n".join(all_exercise_ids()))
@@ -279,10 +322,13 @@ def main(argv: list[str] | None = None) -> int:
         variant = f"file_{digest}"
     else:
         variant = "solution" if args.solution else "exercise"
-    if args.small:
-        os.environ["EXERCISE_CHECK_SMALL"] = "1"
-    benchmark = not (args.no_benchmark or args.small)
-    return check(args.exercise, args.source, variant, benchmark, build_only=args.build_only)
+    if args.child:
+        if args.small:
+            os.environ["EXERCISE_CHECK_SMALL"] = "1"
+        benchmark = not (args.no_benchmark or args.small)
+        return check_in_this_process(args.exercise, args.source, variant, benchmark)
+    flags = [f for f in ("--no-benchmark", "--small") if getattr(args, f[2:].replace("-", "_"))]
+    return check(args.exercise, args.source, variant, flags)
 
 
 if __name__ == "__main__":

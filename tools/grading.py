@@ -17,8 +17,9 @@ import os
 import re
 import statistics
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 import torch
@@ -185,24 +186,30 @@ def _describe(fn: Callable, device: str | None) -> str:
     return f"{name} [{device}]" if device else name
 
 
+# The learner's source files (the checker adds them): an error raised in one is shown there.
+LEARNER_FILES: set[str] = set()
+
+
 def _explain(error: BaseException) -> str:
     if isinstance(error, CheckFailed):
         return str(error)
-    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    text = str(error).replace("(scroll up for stack trace)", "")
+    lines = [line for line in text.strip().splitlines() if line.strip()]
     text = " / ".join(lines[:3]) if lines else ""
-    # Where in the check file it happened: the last frame that is not in torch or this module.
-    frames = [
-        f
-        for f in traceback.extract_tb(error.__traceback__)
-        if "check_" in f.filename and "/torch/" not in f.filename
-    ]
-    where = f" (at {frames[-1].name}, line {frames[-1].lineno})" if frames else ""
+    # Where it happened: the last frame in the learner's file, else in the check file.
+    frames = traceback.extract_tb(error.__traceback__)
+    mine = [f for f in frames if f.filename in LEARNER_FILES]
+    checks = [f for f in frames if "/exercises/check_" in f.filename]
+    at = (mine or checks or [None])[-1]
+    where = f" (at {Path(at.filename).name}:{at.lineno}, in {at.name})" if at else ""
     return f"{type(error).__name__}: {text}{where}"
 
 
-def run_checks(check_module: ModuleType, ops: object) -> list[Outcome]:
-    """Run every check_* of the module in file order, on each device it asks for."""
-    outcomes = []
+def run_checks(
+    check_module: ModuleType, ops: object, before: Callable[[str], None] = lambda name: None
+) -> Iterator[Outcome]:
+    """Run every check_* of the module in file order, on each device it asks for, yielding each
+    verdict as it comes; `before(name)` is called as each check starts."""
     no_cuda = cuda_skip_reason()
     checks = [
         fn
@@ -215,18 +222,18 @@ def run_checks(check_module: ModuleType, ops: object) -> list[Outcome]:
         for device in ("cpu", "cuda") if takes_device else (None,):
             name = _describe(fn, device)
             if device == "cuda" and no_cuda:
-                outcomes.append(Outcome(name, "SKIP", no_cuda))
+                yield Outcome(name, "SKIP", no_cuda)
                 continue
+            before(name)
             try:
                 fn(ops, torch.device(device)) if takes_device else fn(ops)
                 if device == "cuda":
                     torch.cuda.synchronize()  # an asynchronous kernel fault belongs to this check
-                outcomes.append(Outcome(name, "PASS"))
+                yield Outcome(name, "PASS")
             except Skip as e:
-                outcomes.append(Outcome(name, "SKIP", str(e)))
+                yield Outcome(name, "SKIP", str(e))
             except Exception as e:
-                outcomes.append(Outcome(name, "FAIL", _explain(e)))
-    return outcomes
+                yield Outcome(name, "FAIL", _explain(e))
 
 
 def run_benchmark(check_module: ModuleType, ops: object) -> list[Outcome]:

@@ -455,6 +455,47 @@ scaling = load(name="scaling", sources=["scaling.cpp"], build_directory="build")
     return how, "\n\n".join(capture)
 
 
+ABI_CPP = """\
+#include <torch/extension.h>
+
+// TORCH_CHECK's message is a std::string, passed to a function inside libtorch.
+int64_t positive(int64_t x) {
+  TORCH_CHECK(x > 0, "positive: x must be > 0, got ", x);
+  return x;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("positive", &positive); }
+"""
+
+
+def abi_mismatch() -> tuple[str, str]:
+    """An extension compiled with the other std::string ABI than its torch: the symbol it asks
+    libtorch for has a name libtorch does not have. Another torch (or a prebuilt .so from
+    elsewhere) fails the same way."""
+    folder = workdir("abi_mismatch")
+    build = """\
+from torch.utils.cpp_extension import load
+
+positive = load(name="positive", sources=["positive.cpp"], build_directory="build",
+                extra_cflags=["-D_GLIBCXX_USE_CXX11_ABI=0"])
+"""
+    write(folder, {"positive.cpp": ABI_CPP, "build.py": build})
+    env = base_env(folder)
+    result = run([PYTHON, "build.py"], folder, env)
+    capture = [shown(result, "python build.py")]
+    symbol = re.search(r"undefined symbol: (\S+)", result.output)
+    if symbol is None:
+        raise RuntimeError(f"no 'undefined symbol' in the output:\n{result.output}")
+    if shutil.which("c++filt"):
+        demangled = run(["c++filt", symbol.group(1)], folder, env).output.strip()
+        capture.append(f"$ c++filt {symbol.group(1)}\n{demangled}")
+    how = (
+        "positive.cpp built with -D_GLIBCXX_USE_CXX11_ABI=0, against a torch built with the "
+        "new ABI (=1)"
+    )
+    return how, "\n\n".join(capture)
+
+
 def ninja_missing() -> tuple[str, str]:
     folder = workdir("ninja_missing")
     write(folder, {"hello.cpp": HELLO_CPP, "build.py": BUILD_HELLO})
@@ -647,6 +688,7 @@ CASES: dict[str, Callable[[], tuple[str, str]]] = {
     "nvcc_outside_toolkit": nvcc_outside_toolkit,
     "nvcc_version_mismatch": nvcc_version_mismatch,
     "undefined_symbol": undefined_symbol,
+    "abi_mismatch": abi_mismatch,
     "ninja_missing": ninja_missing,
     "build_dir_missing": build_dir_missing,
     "stale_lock": stale_lock,

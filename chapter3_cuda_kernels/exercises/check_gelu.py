@@ -3,7 +3,8 @@
     make check EX=ch3/gelu
 
 Your op must match torch.nn.functional.gelu(x, approximate="tanh") on the CPU and on a GPU, for
-every floating dtype, any shape and layout, and on a GPU run at >= 85% of copy_'s bandwidth.
+every floating dtype, any shape and layout, and on a GPU run at >= 85% of copy_'s bandwidth
+(80% in bfloat16).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ SOURCE = "gelu.cu"  # the file you write, in this folder
 LIBRARY = "ch3_gelu"  # its ops: torch.ops.ch3_gelu.gelu
 # A fraction of copy_'s bandwidth (reading and writing the same bytes) on an H100: the chapter's
 # v3 kernel reaches 94% for fused_bias_relu; GELU's tanh is still cheap next to a memory access.
-BANDWIDTH_TARGET = 0.85
+# bfloat16 moves half the bytes per element for the same tanh: the reference solution measured
+# 93% (float32) and 87% (bfloat16) on an H100 on 2026-11-23, so bfloat16's target leaves a margin.
+BANDWIDTH_TARGET = {torch.float32: 0.85, torch.bfloat16: 0.80}
 
 # Per dtype: float32 and float64 allow for tanh's last-bit differences between libraries (CUDA's
 # tanhf is within 2 ulp); the half types for one rounding step of their 11 or 8 significant bits.
@@ -106,7 +109,7 @@ def benchmark(ops) -> list[Bandwidth]:
                 f"2^28 {str(dtype).removeprefix('torch.')}",
                 lambda x=x: ops.gelu(x),
                 bytes_moved=x.nbytes + out_bytes,
-                target=BANDWIDTH_TARGET,
+                target=BANDWIDTH_TARGET[dtype],
             )
         )
         del x

@@ -4,8 +4,9 @@
 
 Your op computes y = tanh(x + bias) for x of shape (..., C) and bias of shape (C,), on the CPU,
 in every floating dtype, and is differentiable in both: grad_x = grad_y (1 - y^2), grad_bias its
-sum over all rows, summed in float (double for float64). It saves only y, computes only the
-gradients asked for, and refuses a double backward and bad input by message.
+sum over all rows, summed in float (double for float64). It saves only y, refuses a double
+backward and bad input by message, and should compute only the gradients asked for (the checks
+test that each one alone is right; they cannot see work done for nothing).
 """
 
 from __future__ import annotations
