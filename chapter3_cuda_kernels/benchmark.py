@@ -79,6 +79,8 @@ def elementwise_rows(ext, timer: Timer, exponents, dtype, use_compile: bool) -> 
             "v1": lambda: ext.fused_bias_relu_v1(x, bias, scale),
             "v2": lambda: ext.fused_bias_relu_v2(x, bias, scale),
             "v3": lambda: ext.fused_bias_relu_v3(x, bias, scale),
+            "v4": lambda: ext.fused_bias_relu_v4(x, bias, scale),
+            "v4 on v2's grid": lambda: ext.fused_bias_relu_v4_gpu_sized_grid(x, bias, scale),
         }
         if compiled is not None:
             cases["torch.compile"] = lambda: compiled(x, bias)
@@ -99,8 +101,8 @@ def elementwise_rows(ext, timer: Timer, exponents, dtype, use_compile: bool) -> 
 
 
 def misaligned_rows(ext, timer: Timer, exponent: int) -> list[dict]:
-    """v3 on an aligned x and on x[1:], where it falls back to one element per load; v2, which
-    always loads one element at a time, on x[1:] too."""
+    """v3 and v4 on an aligned x and on x[1:], where they fall back to one element per load; v2,
+    which always loads one element at a time, on x[1:] too."""
     numel, cols = 2**exponent, 1024
     base = torch.randn(numel + cols, device="cuda")
     bias = torch.randn(cols, device="cuda")
@@ -111,6 +113,8 @@ def misaligned_rows(ext, timer: Timer, exponent: int) -> list[dict]:
         "v3, x aligned": (ext.fused_bias_relu_v3, aligned),
         "v3, x[1:] (misaligned)": (ext.fused_bias_relu_v3, shifted),
         "v2, x[1:] (misaligned)": (ext.fused_bias_relu_v2, shifted),
+        "v4, x aligned": (ext.fused_bias_relu_v4, aligned),
+        "v4, x[1:] (misaligned)": (ext.fused_bias_relu_v4, shifted),
     }
     for name, (op, x) in cases.items():
         ms = timer.median_ms(lambda op=op, x=x: op(x, bias, 0.5))
@@ -189,7 +193,7 @@ def to_markdown(result: dict) -> str:
         "Median of CUDA-event timings with a cold L2; sizes as 2^k elements.",
         "",
     ]
-    element_cases = ["copy_", "eager", "torch.compile", "v1", "v2", "v3"]
+    element_cases = ["copy_", "eager", "torch.compile", "v1", "v2", "v3", "v4", "v4 on v2's grid"]
     for dtype in ("float32", "bfloat16"):
         rows = [r for r in result["elementwise"] if r["dtype"] == dtype]
         cases = [c for c in element_cases if any(r["case"] == c for r in rows)]
@@ -202,7 +206,7 @@ def to_markdown(result: dict) -> str:
         )
         lines += size_table(rows, cases, lambda r: f"{r['us']:,.1f}", "µs")
     lines += [
-        "fused_bias_relu v3, float32, aligned or not:",
+        "fused_bias_relu v2 to v4, float32, aligned or not:",
         "",
         "| elements | case | µs | GB/s |",
         "| ---: | --- | ---: | ---: |",
@@ -249,7 +253,7 @@ def plot(result: dict, path: Path) -> None:
         (
             left,
             [r for r in result["elementwise"] if r["dtype"] == "float32"],
-            ["copy_", "eager", "torch.compile", "v1", "v2", "v3"],
+            ["copy_", "eager", "torch.compile", "v1", "v2", "v3", "v4", "v4 on v2's grid"],
             "fused_bias_relu, float32",
         ),
         (right, result["sums"], ["torch.sum", *SUMS], "sum, float32"),

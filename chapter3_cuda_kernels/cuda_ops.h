@@ -11,6 +11,9 @@ namespace cuda_ops {
 at::Tensor fused_bias_relu_v1(const at::Tensor& x, const at::Tensor& bias, double scale);
 at::Tensor fused_bias_relu_v2(const at::Tensor& x, const at::Tensor& bias, double scale);
 at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, double scale);
+// v4 launches a block per tile of rows; gpu_sized_grid launches it on v2's grid instead.
+at::Tensor fused_bias_relu_v4(const at::Tensor& x, const at::Tensor& bias, double scale,
+                              bool gpu_sized_grid = false);
 
 // Sum of all elements, one kernel version each (reduce_sum.cu). Returns a 0-dim tensor.
 enum class SumVersion {

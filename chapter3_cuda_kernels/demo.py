@@ -19,11 +19,11 @@ def main() -> None:
     if device == "cpu":
         print("(no GPU here: every op takes its CPU path; run this on a GPU to use the kernels)")
 
-    print("\n--- fused_bias_relu = relu(x * scale + bias), three kernel versions")
+    print("\n--- fused_bias_relu = relu(x * scale + bias), four kernel versions")
     x = torch.randn(4, 1000, 256, device=device)
     bias = torch.randn(256, device=device)
     expected = torch.relu(x * 0.5 + bias)
-    for name in ["fused_bias_relu_v1", "fused_bias_relu_v2", "fused_bias_relu_v3"]:
+    for name in load_chapter3.ELEMENTWISE_VERSIONS:
         error = (getattr(ext, name)(x, bias, 0.5) - expected).abs().max().item()
         print(f"{name:20s} matches torch (max abs error {error:.1e})")
     shifted = torch.randn(1 + 1000 * 256, device=device)[1:].view(1000, 256)  # x[1:]: misaligned

@@ -1,8 +1,10 @@
 // fused_bias_relu.cu: out = relu(x * scale + bias) on the GPU, bias over the last dimension, in
-// three versions that diff cleanly (lesson: "Three elementwise kernels"):
+// four versions that diff cleanly (lesson: "Threads, blocks and a grid: v1" onwards):
 //   v1 one thread per element     the direct port: a grid as large as the tensor
 //   v2 grid-stride loop           a grid sized to the GPU; each thread walks the tensor
 //   v3 vectorized                 v2 moving 16 bytes per load and store, no division in the loop
+//   v4 a block per tile           v3's vectors in rows: a thread's bias vector stays in
+//                                 registers, and the grid covers the whole tensor, a block per tile
 // Each launcher: checks, device guard, current stream, C10_CUDA_KERNEL_LAUNCH_CHECK. Indices are
 // 64-bit throughout: a tensor may have more than 2^31 elements. Built by load_chapter3.py.
 
@@ -10,6 +12,9 @@
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <limits>
 
 #include "checks.h"
 #include "cuda_ops.h"
@@ -91,6 +96,36 @@ __global__ void fused_bias_relu_v3_vectorized(const scalar_t* __restrict__ x,
   }
 }
 
+// ---- v4: a block per tile ----------------------------------------------------------------------
+
+// A block is kColumnThreads x (kThreads / kColumnThreads) threads and covers a tile of that many
+// vectors: thread (tx, ty) owns the vector of columns blockIdx.x * blockDim.x + tx, loads its bias
+// once, and handles row blockIdx.y * blockDim.y + ty. The host picks kVec dividing cols, so a
+// vector never straddles two rows and no column index is ever divided. The host launches a block
+// per tile, so the loop below runs once; it loops only past 65,535 row tiles, the most a grid's y
+// can hold. (Two or four rows per thread, loaded before the first is used, measured no faster.)
+constexpr int kColumnThreads = 32;  // a warp reads 32 neighbouring vectors: 512 contiguous bytes
+
+template <typename scalar_t, typename opmath_t, int kVec>
+__global__ void fused_bias_relu_v4_block_per_tile(const scalar_t* __restrict__ x,
+                                                  const scalar_t* __restrict__ bias,
+                                                  scalar_t* __restrict__ out, int64_t rows,
+                                                  int64_t vec_cols, opmath_t scale) {
+  using Vec = course::AlignedVector<scalar_t, kVec>;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= vec_cols) return;
+  const Vec b = reinterpret_cast<const Vec*>(bias)[col];
+  const int64_t row_stride = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  for (int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; row < rows;
+       row += row_stride) {
+    const Vec in = reinterpret_cast<const Vec*>(x)[row * vec_cols + col];
+    Vec result;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) result.val[k] = bias_relu(in.val[k], b.val[k], scale);
+    reinterpret_cast<Vec*>(out)[row * vec_cols + col] = result;
+  }
+}
+
 // ---- launchers ---------------------------------------------------------------------------------
 
 // What all three launchers do before their launch: check, make contiguous (the kernels index
@@ -118,6 +153,32 @@ void launch_v3(const Prepared& p, at::opmath_type<scalar_t> scale, cudaStream_t 
   kernel<<<blocks, kThreads, 0, stream>>>(
       p.x.const_data_ptr<scalar_t>(), p.bias.const_data_ptr<scalar_t>(),
       p.out.mutable_data_ptr<scalar_t>(), p.numel, p.cols, scale);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename scalar_t, int kVec>
+void launch_v4(const Prepared& p, at::opmath_type<scalar_t> scale, cudaStream_t stream,
+               bool gpu_sized_grid) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  auto kernel = fused_bias_relu_v4_block_per_tile<scalar_t, opmath_t, kVec>;
+  const int64_t rows = p.numel / p.cols, vec_cols = p.cols / kVec;
+  // Narrow rows (fewer than 32 vectors) get narrower, taller blocks, so that no thread idles.
+  int column_threads = 1;
+  while (column_threads < kColumnThreads && column_threads < vec_cols) column_threads *= 2;
+  const dim3 block(column_threads, kThreads / column_threads);
+  const int64_t column_blocks = course::ceil_div(vec_cols, column_threads);
+  TORCH_CHECK(column_blocks <= std::numeric_limits<int32_t>::max(),
+              "fused_bias_relu_v4: x.size(-1) is too large (", p.cols, ")");
+  // A block per tile of rows. gpu_sized_grid launches v2's grid instead (only as many blocks as
+  // fit on the GPU at once, each looping over many tiles): the lesson's comparison of the two.
+  int64_t row_blocks = std::min<int64_t>(course::ceil_div(rows, block.y), 65535);
+  if (gpu_sized_grid) {
+    row_blocks = std::clamp<int64_t>(course::blocks_to_fill_gpu(kernel, kThreads) / column_blocks,
+                                     1, row_blocks);
+  }
+  kernel<<<dim3(column_blocks, row_blocks), block, 0, stream>>>(
+      p.x.const_data_ptr<scalar_t>(), p.bias.const_data_ptr<scalar_t>(),
+      p.out.mutable_data_ptr<scalar_t>(), rows, vec_cols, scale);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -188,6 +249,37 @@ at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, doubl
             break;
           default:
             launch_v3<scalar_t, 1>(p, s, stream);
+        }
+      });
+  return p.out;
+}
+
+at::Tensor fused_bias_relu_v4(const at::Tensor& x, const at::Tensor& bias, double scale,
+                              bool gpu_sized_grid) {
+  Prepared p = prepare(x, bias, "fused_bias_relu_v4");
+  if (p.numel == 0) return p.out;
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v4", [&] {
+        const auto s = static_cast<at::opmath_type<scalar_t>>(scale);
+        // As v3, and the bias too must be aligned, and the width must divide a row.
+        constexpr int kMaxVec = 16 / sizeof(scalar_t);
+        int width = course::max_vector_width<scalar_t>(
+            {p.x.const_data_ptr(), p.bias.const_data_ptr(), p.out.const_data_ptr()});
+        while (p.cols % width != 0) width /= 2;
+        switch (width) {
+          case 8:
+            if constexpr (kMaxVec >= 8) launch_v4<scalar_t, 8>(p, s, stream, gpu_sized_grid);
+            break;
+          case 4:
+            if constexpr (kMaxVec >= 4) launch_v4<scalar_t, 4>(p, s, stream, gpu_sized_grid);
+            break;
+          case 2:
+            launch_v4<scalar_t, 2>(p, s, stream, gpu_sized_grid);
+            break;
+          default:
+            launch_v4<scalar_t, 1>(p, s, stream, gpu_sized_grid);
         }
       });
   return p.out;

@@ -25,7 +25,14 @@ HERE = Path(__file__).resolve().parent
 CPP_SOURCES = ["ops.cpp"]
 CUDA_SOURCES = ["fused_bias_relu.cu", "reduce_sum.cu"]
 # The module's ops, in lesson order (the tests and the benchmark iterate over these).
-ELEMENTWISE_VERSIONS = ["fused_bias_relu_v1", "fused_bias_relu_v2", "fused_bias_relu_v3"]
+ELEMENTWISE_VERSIONS = [
+    "fused_bias_relu_v1",
+    "fused_bias_relu_v2",
+    "fused_bias_relu_v3",
+    "fused_bias_relu_v4",
+    # v4's kernel launched on v2's grid (sized to the GPU), for the lesson's comparison
+    "fused_bias_relu_v4_gpu_sized_grid",
+]
 SUM_VERSIONS = [
     "sum_v0_atomic_per_element",
     "sum_v1_interleaved",
@@ -68,7 +75,7 @@ _module: ModuleType | None = None
 
 
 def load_chapter3(verbose: bool = False) -> ModuleType:
-    """The `chapter3` module: fused_bias_relu_v1..v3, sum_v0..v6, sum_columns, built_with_cuda."""
+    """The `chapter3` module: fused_bias_relu_v1..v4, sum_v0..v6, sum_columns, built_with_cuda."""
     global _module
     if _module is None:
         # torch runs `ninja` from PATH: use the venv's, always the same one (chapter 1).

@@ -21,6 +21,8 @@ COLUMNS = {
     "Registers Per Thread": "registers",
 }
 KERNEL = re.compile(r"^\s*void (?:[\w:<>]+::)?(\w+)<(.*)>\(.*\) \(\d+, \d+, \d+\)x")
+# torch.compile's Triton kernels have no template arguments: `triton_poi_fused_... (8192, 1, 1)x`.
+TRITON_KERNEL = re.compile(r"^\s*(triton_\w+) \(\d+, \d+, \d+\)x")
 
 
 def summarize(report: str) -> str:
@@ -31,6 +33,11 @@ def summarize(report: str) -> str:
             # Our kernels' template arguments say the dtype and vector width; PyTorch's run to
             # hundreds of characters of lambda types, and only the name helps there.
             rows.append({"kernel": f"{name}<{arguments}>" if len(arguments) < 30 else name})
+        elif match := TRITON_KERNEL.match(line):
+            # The same generated name for each dtype: number the repeats in launch order.
+            name = match.group(1)
+            repeats = sum(r["kernel"].startswith(name) for r in rows)
+            rows.append({"kernel": f"{name} #{repeats + 1}" if repeats else name})
         elif rows:
             for metric in COLUMNS:
                 fields = line.split()

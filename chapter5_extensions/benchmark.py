@@ -111,6 +111,16 @@ def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
             return torch.relu(x * 0.5 + b)
 
         fused_c = compiled(eager_fused, use_compile)
+        x_grad = x.detach().clone().requires_grad_()
+        bias_grad = bias.detach().clone().requires_grad_()
+        grad_y = torch.randn_like(x)
+
+        def fwd_bwd(forward):
+            return lambda: torch.autograd.grad(
+                forward(x_grad, bias_grad), (x_grad, bias_grad), grad_y
+            )
+
+        fused_grad_c = compiled(eager_fused, use_compile)
         relu_c = compiled(torch.relu, use_compile)
         sum_c = compiled(torch.sum, use_compile)
         cases = {
@@ -120,6 +130,14 @@ def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
                     "eager PyTorch": lambda: eager_fused(x, bias),
                     "torch.compile": fused_c and (lambda: fused_c(x, bias)),
                     "custom_ops": lambda: custom_ops.fused_bias_relu(x, bias, 0.5),
+                },
+            ),
+            "fused_bias_relu fwd+bwd": (
+                5 * nbytes,  # forward: read x, write y; backward: read grad_y and y, write grad_x
+                {
+                    "eager PyTorch": fwd_bwd(eager_fused),
+                    "torch.compile": fused_grad_c and fwd_bwd(fused_grad_c),
+                    "custom_ops": fwd_bwd(lambda x, b: custom_ops.fused_bias_relu(x, b, 0.5)),
                 },
             ),
             "relu": (
@@ -297,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     build_inplace.build_inplace()
     torch.manual_seed(0)
     timer = Timer()
-    exponents = [10, 16] if args.quick else [10, 14, 18, 22, 26, 28]
+    exponents = [10, 16] if args.quick else [10, 14, 16, 18, 20, 22, 24, 26, 28]
     result = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,

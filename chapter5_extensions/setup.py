@@ -55,7 +55,9 @@ def extension():
     args = {"cxx": (["-O0", "-g"] if debug else ["-O3"]) + ["-fopenmp"]}
     # Headers are not sources: listed here, a change to one rebuilds the extension (setuptools
     # compares times with the .so) instead of leaving a stale build.
-    depends = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").rglob("*.h*"))
+    depends = sorted(
+        str(p.relative_to(HERE)) for ext in ("*.h", "*.cuh") for p in (HERE / "csrc").rglob(ext)
+    )
     if not with_cuda:
         return CppExtension(
             "custom_ops._C",

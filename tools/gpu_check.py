@@ -37,8 +37,11 @@ SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 NCU_ARGS = [
     "--clock-control",
     "none",
+    # profile_kernels.py marks the launches to profile (torch.cuda.profiler.start/stop)
+    "--profile-from-start",
+    "off",
     "-k",
-    "regex:fused_bias_relu|sum_v|reduce_kernel",
+    "regex:fused_bias_relu|sum_v|reduce_kernel|triton",
     "--section",
     "SpeedOfLight",
     "--section",

@@ -28,15 +28,16 @@ void check_conv_rnn(const at::Tensor& x, const at::Tensor& kernel, const at::Ten
   TORCH_CHECK(hidden.sizes() == at::IntArrayRef({x.size(0), x.size(2)}), op,
               ": hidden must have shape [", x.size(0), ", ", x.size(2), "] (batch, features), got ",
               hidden.sizes());
-  check_contiguous(x, op, "x");
-  check_contiguous(kernel, op, "kernel");
-  check_contiguous(hidden, op, "hidden");
 }
 
 namespace {
 
-at::Tensor conv_rnn_cpu(const at::Tensor& x, const at::Tensor& kernel, const at::Tensor& hidden) {
-  check_conv_rnn(x, kernel, hidden);
+at::Tensor conv_rnn_cpu(const at::Tensor& x_in, const at::Tensor& kernel_in,
+                        const at::Tensor& hidden_in) {
+  check_conv_rnn(x_in, kernel_in, hidden_in);
+  // Any strides in (checks.h): the time loop reads contiguous rows.
+  const at::Tensor x = x_in.contiguous(), kernel = kernel_in.contiguous(),
+                   hidden = hidden_in.contiguous();
   const int64_t batch = x.size(0), time = x.size(1), features = x.size(2), taps = kernel.size(0);
   const int64_t radius = taps / 2;
   at::Tensor out = at::empty_like(x);

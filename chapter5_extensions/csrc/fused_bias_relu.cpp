@@ -9,8 +9,9 @@
 namespace custom_ops {
 namespace {
 
-at::Tensor fused_bias_relu_cpu(const at::Tensor& x, const at::Tensor& bias, double scale) {
-  check_bias_op(x, bias, "fused_bias_relu");
+at::Tensor fused_bias_relu_cpu(const at::Tensor& x_in, const at::Tensor& bias_in, double scale) {
+  check_bias_op(x_in, bias_in, "fused_bias_relu");
+  const at::Tensor x = x_in.contiguous(), bias = bias_in.contiguous();  // any strides in (checks.h)
   at::Tensor y = at::empty_like(x);
   const int64_t cols = x.size(-1);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
@@ -45,8 +46,6 @@ std::tuple<at::Tensor, at::Tensor> fused_bias_relu_backward_cpu(const at::Tensor
   check_like(y, grad_y, op, "y", "grad_y");
   check_same_shape(y, grad_y, op, "y", "grad_y");
   TORCH_CHECK(y.dim() >= 1, op, ": y must have at least 1 dimension, got a 0-dim tensor");
-  check_contiguous(y, op, "y");
-  check_contiguous(grad_y, op, "grad_y");
   const auto acc = opmath_dtype(y);
   const at::Tensor active_grad =
       at::where(y <= 0, at::zeros({}, y.options().dtype(acc)), grad_y.to(acc));

@@ -18,7 +18,6 @@ void check_lstm(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c,
       {&x, "x"}, {&h, "h"}, {&c, "c"}, {&w_ih, "w_ih"}, {&w_hh, "w_hh"}};
   for (const auto& [t, name] : all) {
     check_like(x, *t, op, "x", name);
-    check_contiguous(*t, op, name);
   }
   TORCH_CHECK(x.dim() == 2 && h.dim() == 2, op, ": x and h must be 2-D (batch, features), got ",
               x.sizes(), " and ", h.sizes());
@@ -34,10 +33,12 @@ void check_lstm(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c,
 // -> h_next, c_next, the activated gates [i f g o] (B, 4H) and tanh(c_next): the last two are
 // what the backward needs.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell(
-    const at::Tensor& x, const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
+    const at::Tensor& x, const at::Tensor& h, const at::Tensor& c_in, const at::Tensor& w_ih,
     const at::Tensor& w_hh, const at::Tensor& b_ih, const at::Tensor& b_hh) {
   const char* op = "lstm_cell";
-  check_lstm(x, h, c, w_ih, w_hh, op);
+  check_lstm(x, h, c_in, w_ih, w_hh, op);
+  // The products take any strides; the pointwise kernel reads c as contiguous rows (checks.h).
+  const at::Tensor c = c_in.contiguous();
   check_like(x, b_ih, op, "x", "b_ih");
   check_like(x, b_hh, op, "x", "b_hh");
   const int64_t hidden = h.size(1);
@@ -71,18 +72,18 @@ lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at:
   for (const auto& [t, name] : same_as_c) {
     check_like(c, *t, op, "c", name);
     check_same_shape(c, *t, op, "c", name);
-    check_contiguous(*t, op, name);
   }
   check_like(c, gates, op, "c", "gates");
-  check_contiguous(gates, op, "gates");
   TORCH_CHECK(gates.sizes() == at::IntArrayRef({c.size(0), 4 * c.size(1)}), op,
               ": gates must have shape [", c.size(0), ", ", 4 * c.size(1), "], got ",
               gates.sizes());
 
   at::Tensor grad_pre, grad_c_prev;
   if (c.is_cuda()) {
+    // The pointwise kernel reads these as contiguous rows (checks.h).
     std::tie(grad_pre, grad_c_prev) =
-        cuda::lstm_pointwise_backward(grad_h, grad_c, c, gates, tanh_c);
+        cuda::lstm_pointwise_backward(grad_h.contiguous(), grad_c.contiguous(), c.contiguous(),
+                                      gates.contiguous(), tanh_c.contiguous());
   } else {
     const auto acc = opmath_dtype(c);  // in float for the half types, as on CUDA
     const auto g = gates.to(acc).chunk(4, /*dim=*/1);

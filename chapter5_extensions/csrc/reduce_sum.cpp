@@ -12,9 +12,9 @@
 namespace custom_ops {
 namespace {
 
-at::Tensor reduce_sum_cpu(const at::Tensor& x) {
-  check_floating(x, "reduce_sum", "x");
-  check_contiguous(x, "reduce_sum", "x");
+at::Tensor reduce_sum_cpu(const at::Tensor& x_in) {
+  check_floating(x_in, "reduce_sum", "x");
+  const at::Tensor x = x_in.contiguous();  // any strides in (checks.h)
   at::Tensor out = at::empty({}, x.options());
   // Fixed chunks, each summed in order, then the chunks' sums in order: the same bits for any
   // number of threads (parallel_reduce would combine in whatever order threads finish).

@@ -9,9 +9,9 @@
 namespace custom_ops {
 namespace {
 
-at::Tensor relu_cpu(const at::Tensor& x) {
-  check_floating(x, "relu", "x");
-  check_contiguous(x, "relu", "x");
+at::Tensor relu_cpu(const at::Tensor& x_in) {
+  check_floating(x_in, "relu", "x");
+  const at::Tensor x = x_in.contiguous();  // any strides in (checks.h)
   at::Tensor y = at::empty_like(x);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu", [&] {
     const scalar_t* in = x.const_data_ptr<scalar_t>();
@@ -24,13 +24,12 @@ at::Tensor relu_cpu(const at::Tensor& x) {
   return y;
 }
 
-at::Tensor relu_backward_cpu(const at::Tensor& grad_y, const at::Tensor& y) {
+at::Tensor relu_backward_cpu(const at::Tensor& grad_y_in, const at::Tensor& y_in) {
   const char* op = "relu_backward";
-  check_floating(y, op, "y");
-  check_like(y, grad_y, op, "y", "grad_y");
-  check_same_shape(y, grad_y, op, "y", "grad_y");
-  check_contiguous(y, op, "y");
-  check_contiguous(grad_y, op, "grad_y");
+  check_floating(y_in, op, "y");
+  check_like(y_in, grad_y_in, op, "y", "grad_y");
+  check_same_shape(y_in, grad_y_in, op, "y", "grad_y");
+  const at::Tensor y = y_in.contiguous(), grad_y = grad_y_in.contiguous();
   at::Tensor grad_x = at::empty_like(y);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, y.scalar_type(), "relu_backward", [&] {
     const scalar_t* g = grad_y.const_data_ptr<scalar_t>();

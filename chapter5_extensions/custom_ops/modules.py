@@ -22,8 +22,7 @@ class FusedBiasReLU(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(features, device=device, dtype=dtype))
 
     def forward(self, x: Tensor) -> Tensor:
-        # .contiguous() is free for the usual input (a Linear's output) and makes any other work.
-        return ops.fused_bias_relu(x.contiguous(), self.bias, self.scale)
+        return ops.fused_bias_relu(x, self.bias, self.scale)
 
     def extra_repr(self) -> str:
         return f"features={self.bias.numel()}, scale={self.scale}"
@@ -44,15 +43,7 @@ class LSTMCell(torch.nn.LSTMCell):
             b_ih, b_hh = self.bias_ih, self.bias_hh
         else:  # the op always adds biases: zeros, which get no gradient
             b_ih = b_hh = x.new_zeros(4 * self.hidden_size)
-        h_next, c_next = ops.lstm_cell(
-            x.contiguous(),
-            h.contiguous(),
-            c.contiguous(),
-            self.weight_ih,
-            self.weight_hh,
-            b_ih,
-            b_hh,
-        )
+        h_next, c_next = ops.lstm_cell(x, h, c, self.weight_ih, self.weight_hh, b_ih, b_hh)
         return (h_next.squeeze(0), c_next.squeeze(0)) if unbatched else (h_next, c_next)
 
 
@@ -73,7 +64,7 @@ class ConvRNN(torch.nn.Module):
     def forward(self, x: Tensor, hidden: Tensor | None = None) -> Tensor:
         if hidden is None:
             hidden = x.new_zeros(x.shape[0], x.shape[2])
-        return ops.conv_rnn(x.contiguous(), self.kernel, hidden.contiguous())
+        return ops.conv_rnn(x, self.kernel, hidden)
 
     def extra_repr(self) -> str:
         return f"features={self.features}, kernel_size={self.kernel.numel()}"

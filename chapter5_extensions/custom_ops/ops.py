@@ -8,9 +8,13 @@ This file adds the two things PyTorch still needs to treat them like its own ops
   would break the graph.
 - an autograd formula (`register_autograd`): what to save in the forward and how to turn the
   output's gradient into the inputs'. The backward calls the library's own backward operators.
+  relu, fused_bias_relu and reduce_sum have theirs in C++ instead (csrc/autograd.cpp): a Python
+  formula costs each call a few microseconds, which small tensors notice (call_cost.py).
 
-The ops take contiguous tensors (csrc/checks.h says why); the backward formulas make incoming
-gradients contiguous, since autograd often hands over expanded or transposed ones.
+The ops take tensors of any strides and return contiguous ones (csrc/checks.h says how), so the
+fake kernels return contiguous tensors too: `torch.empty_like` would copy a transposed input's
+strides, and torch.compile would then plan for a layout the real kernel never produces.
+Under torch.autocast, the ops with several floating inputs cast them in C++ (csrc/autocast.cpp).
 """
 
 from __future__ import annotations
@@ -30,33 +34,21 @@ def relu(x: Tensor) -> Tensor:
 
 @torch.library.register_fake("custom_ops::relu")
 def _(x: Tensor) -> Tensor:
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 @torch.library.register_fake("custom_ops::relu_backward")
 def _(grad_y: Tensor, y: Tensor) -> Tensor:
     torch._check(grad_y.shape == y.shape, lambda: "relu_backward: grad_y and y differ in shape")
-    return torch.empty_like(y)
+    return y.new_empty(y.shape)
 
-
-def _relu_setup_context(ctx, inputs, output) -> None:
-    ctx.save_for_backward(output)  # the output decides the mask; the input is not needed
-
-
-def _relu_backward(ctx, grad_y: Tensor) -> Tensor:
-    (y,) = ctx.saved_tensors
-    return ops.relu_backward.default(grad_y.contiguous(), y)
-
-
-torch.library.register_autograd(
-    "custom_ops::relu", _relu_backward, setup_context=_relu_setup_context
-)
 
 # ---- fused_bias_relu ---------------------------------------------------------------------------
 
 
 def fused_bias_relu(x: Tensor, bias: Tensor, scale: float = 1.0) -> Tensor:
-    """relu(x * scale + bias). x: (..., F) contiguous; bias: (F,), same dtype and device."""
+    """relu(x * scale + bias). x: (..., F), any strides; bias: (F,), same dtype and device
+    (under torch.autocast both are cast to its dtype first)."""
     return ops.fused_bias_relu.default(x, bias, scale)
 
 
@@ -67,29 +59,13 @@ def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
         bias.shape == (x.shape[-1],),
         lambda: f"fused_bias_relu: bias must have shape ({x.shape[-1]},), got {tuple(bias.shape)}",
     )
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 @torch.library.register_fake("custom_ops::fused_bias_relu_backward")
 def _(grad_y: Tensor, y: Tensor, scale: float) -> tuple[Tensor, Tensor]:
-    return torch.empty_like(y), y.new_empty(y.shape[-1:])
+    return y.new_empty(y.shape), y.new_empty(y.shape[-1:])
 
-
-def _fused_setup_context(ctx, inputs, output) -> None:
-    ctx.save_for_backward(output)
-    ctx.scale = inputs[2]
-
-
-def _fused_backward(ctx, grad_y: Tensor):
-    (y,) = ctx.saved_tensors
-    grad_x, grad_bias = ops.fused_bias_relu_backward.default(grad_y.contiguous(), y, ctx.scale)
-    need_x, need_bias, _ = ctx.needs_input_grad
-    return (grad_x if need_x else None, grad_bias if need_bias else None, None)
-
-
-torch.library.register_autograd(
-    "custom_ops::fused_bias_relu", _fused_backward, setup_context=_fused_setup_context
-)
 
 # ---- reduce_sum --------------------------------------------------------------------------------
 
@@ -103,19 +79,6 @@ def reduce_sum(x: Tensor) -> Tensor:
 def _(x: Tensor) -> Tensor:
     return x.new_empty(())
 
-
-def _sum_setup_context(ctx, inputs, output) -> None:
-    ctx.input_shape = inputs[0].shape
-
-
-def _sum_backward(ctx, grad: Tensor) -> Tensor:
-    # Every element contributed once: each gets the whole gradient (a stride-0 view, no copy).
-    return grad.expand(ctx.input_shape)
-
-
-torch.library.register_autograd(
-    "custom_ops::reduce_sum", _sum_backward, setup_context=_sum_setup_context
-)
 
 # ---- lstm_cell ---------------------------------------------------------------------------------
 
@@ -148,11 +111,11 @@ def _(x, h, c, w_ih, w_hh, b_ih, b_hh):
 @torch.library.register_fake("custom_ops::lstm_cell_backward")
 def _(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c):
     return (
-        torch.empty_like(x),
-        torch.empty_like(h),
-        torch.empty_like(c),
-        torch.empty_like(w_ih),
-        torch.empty_like(w_hh),
+        x.new_empty(x.shape),
+        h.new_empty(h.shape),
+        c.new_empty(c.shape),
+        w_ih.new_empty(w_ih.shape),
+        w_hh.new_empty(w_hh.shape),
         w_ih.new_empty(w_ih.shape[0]),
     )
 
@@ -166,9 +129,7 @@ def _lstm_setup_context(ctx, inputs, output) -> None:
 
 def _lstm_backward(ctx, grad_h, grad_c, _grad_gates, _grad_tanh_c):
     x, h, c, w_ih, w_hh, gates, tanh_c = ctx.saved_tensors
-    grads = ops.lstm_cell_backward.default(
-        grad_h.contiguous(), grad_c.contiguous(), x, h, c, w_ih, w_hh, gates, tanh_c
-    )
+    grads = ops.lstm_cell_backward.default(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c)
     grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias = grads
     # b_ih and b_hh are added together in the forward: both get the same gradient.
     kept = (grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias, grad_bias)
@@ -209,7 +170,7 @@ def _(x: Tensor, kernel: Tensor, hidden: Tensor) -> Tensor:
         hidden.shape == (x.shape[0], x.shape[2]),
         lambda: f"conv_rnn: hidden must have shape [{x.shape[0]}, {x.shape[2]}]",
     )
-    return torch.empty_like(x)
+    return x.new_empty(x.shape)
 
 
 # ---- no double backward, and no conv_rnn backward: say so --------------------------------------

@@ -53,8 +53,12 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-at::Tensor conv_rnn_cuda(const at::Tensor& x, const at::Tensor& kernel, const at::Tensor& hidden) {
-  check_conv_rnn(x, kernel, hidden);
+at::Tensor conv_rnn_cuda(const at::Tensor& x_in, const at::Tensor& kernel_in,
+                         const at::Tensor& hidden_in) {
+  check_conv_rnn(x_in, kernel_in, hidden_in);
+  // Any strides in (checks.h): the time loop reads contiguous rows.
+  const at::Tensor x = x_in.contiguous(), kernel = kernel_in.contiguous(),
+                   hidden = hidden_in.contiguous();
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t batch = x.size(0), time = x.size(1), features = x.size(2), taps = kernel.size(0);
   at::Tensor out = at::empty_like(x);

@@ -75,7 +75,7 @@ int64_t grid_for(Kernel kernel, int64_t work) {
 
 }  // namespace
 
-// lstm_cell.cpp has checked shapes, dtypes, devices and contiguity of everything passed here.
+// lstm_cell.cpp has checked shapes, dtypes and devices, and made contiguous everything passed here.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_pointwise_forward(
     const at::Tensor& pre, const at::Tensor& c) {
   check_cuda(c, "lstm_cell", "c");

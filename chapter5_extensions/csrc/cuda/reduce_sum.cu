@@ -1,11 +1,13 @@
-// reduce_sum.cu: the sum of all elements for CUDA tensors, chapter 3's final version (v6): pass 1,
-// a grid sized to the GPU, each thread summing 16-byte vectors, each block its threads' sums into
-// one partial; pass 2, one block adds the partials in a fixed order. The same bits on every run;
-// half types accumulate in float. CPU: csrc/reduce_sum.cpp.
+// reduce_sum.cu: the sum of all elements for CUDA tensors, chapter 3's deterministic sum (v6) in
+// one launch: a grid sized to the GPU, each thread summing 16-byte vectors, each block its threads'
+// sums into one partial; the last block to finish adds the partials in a fixed order. The same
+// bits on every run; half types accumulate in float. CPU: csrc/reduce_sum.cpp.
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <torch/library.h>
+
+#include <algorithm>
 
 #include "../checks.h"
 #include "launch_utils.cuh"
@@ -14,6 +16,8 @@ namespace custom_ops::cuda {
 namespace {
 
 constexpr int kWarp = 32;
+// 16-byte loads per thread before the first add, as chapter 3's v5 and v6.
+constexpr int kSumUnroll = 4;
 
 template <typename acc_t>
 __device__ __forceinline__ acc_t warp_sum(acc_t v) {
@@ -35,22 +39,24 @@ __device__ __forceinline__ acc_t block_sum(acc_t v) {
   return warp == 0 ? warp_sum(v) : acc_t(0);
 }
 
-// Pass 1: kUnroll 16-byte loads in flight per thread before the first add (latency hiding), then
-// the elements that do not fill a vector; block b writes its sum to partials[b].
+// kSumUnroll 16-byte loads in flight per thread before the first add (latency hiding), then the
+// elements that do not fill a vector; block b writes its sum to partials[b]. The last block to
+// write its partial (blocks_done counts them, starting from 0) then adds all partials in block
+// order: one launch instead of two, which at small sizes is most of the time.
 template <typename scalar_t, typename acc_t, int kVec>
-__global__ void sum_partials_kernel(const scalar_t* __restrict__ x, int64_t numel,
-                                    acc_t* __restrict__ partials) {
-  constexpr int kUnroll = 4;
+__global__ void sum_kernel(const scalar_t* __restrict__ x, int64_t numel,
+                           acc_t* __restrict__ partials, unsigned int* __restrict__ blocks_done,
+                           scalar_t* __restrict__ out) {
   using Vec = AlignedVector<scalar_t, kVec>;
   const Vec* xv = reinterpret_cast<const Vec*>(x);
   const int64_t num_vecs = numel / kVec;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   acc_t sum = 0;
-  for (int64_t base = first; base < num_vecs; base += stride * kUnroll) {
-    Vec in[kUnroll];
+  for (int64_t base = first; base < num_vecs; base += stride * kSumUnroll) {
+    Vec in[kSumUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kSumUnroll; ++u) {
       const int64_t v = base + u * stride;
       if (v < num_vecs) {
         in[u] = xv[v];
@@ -60,7 +66,7 @@ __global__ void sum_partials_kernel(const scalar_t* __restrict__ x, int64_t nume
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kSumUnroll; ++u) {
 #pragma unroll
       for (int k = 0; k < kVec; ++k) sum += static_cast<acc_t>(in[u].val[k]);
     }
@@ -68,23 +74,27 @@ __global__ void sum_partials_kernel(const scalar_t* __restrict__ x, int64_t nume
   const int64_t tail = num_vecs * kVec + first;
   if (tail < numel) sum += static_cast<acc_t>(x[tail]);
   sum = block_sum(sum);
-  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
-}
 
-// Pass 2, one block: thread t adds partials t, t + kThreads, ... in order, then a fixed tree.
-template <typename scalar_t, typename acc_t>
-__global__ void sum_finish_kernel(const acc_t* __restrict__ partials, int64_t count,
-                                  scalar_t* __restrict__ out) {
+  __shared__ bool is_last_block;
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = sum;
+    // Make the partial visible to every block before the count says it is there.
+    __threadfence();
+    is_last_block = atomicAdd(blocks_done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last_block) return;
+  // __ldcg reads from L2, where the other blocks' partials are, never a stale line of this SM's L1.
   acc_t v = 0;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) v += partials[i];
+  for (int64_t i = threadIdx.x; i < gridDim.x; i += kThreads) v += __ldcg(&partials[i]);
   v = block_sum(v);
   if (threadIdx.x == 0) *out = static_cast<scalar_t>(v);
 }
 
-at::Tensor reduce_sum_cuda(const at::Tensor& x) {
-  check_floating(x, "reduce_sum", "x");
-  check_contiguous(x, "reduce_sum", "x");
-  const c10::cuda::CUDAGuard guard(x.device());
+at::Tensor reduce_sum_cuda(const at::Tensor& x_in) {
+  check_floating(x_in, "reduce_sum", "x");
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const at::Tensor x = x_in.contiguous();  // a view is copied once (checks.h says why)
   at::Tensor out = at::empty({}, x.options());
   const int64_t numel = x.numel();
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -92,17 +102,21 @@ at::Tensor reduce_sum_cuda(const at::Tensor& x) {
     using acc_t = at::opmath_type<scalar_t>;
     with_vector_width<scalar_t>({x.const_data_ptr()}, 0, [&](auto width) {
       constexpr int kVec = decltype(width)::value;
-      auto kernel = sum_partials_kernel<scalar_t, acc_t, kVec>;
-      // An empty x still runs one block: its partial is 0, and so is the sum.
-      const int64_t blocks = std::max<int64_t>(
-          1, std::min(ceil_div(numel / kVec, kThreads), blocks_to_fill_gpu(kernel, kThreads)));
-      at::Tensor partials =
-          at::empty({blocks}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-      kernel<<<blocks, kThreads, 0, stream>>>(x.const_data_ptr<scalar_t>(), numel,
-                                              partials.mutable_data_ptr<acc_t>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      sum_finish_kernel<scalar_t, acc_t><<<1, kThreads, 0, stream>>>(
-          partials.const_data_ptr<acc_t>(), blocks, out.mutable_data_ptr<scalar_t>());
+      auto kernel = sum_kernel<scalar_t, acc_t, kVec>;
+      // kSumUnroll vectors per thread, and no more blocks than fill the GPU: the last block adds
+      // every block's partial, so a grid per tile would make that finish long. An empty x still
+      // runs one block: its partial is 0, and so is the sum.
+      const int64_t blocks = std::clamp<int64_t>(ceil_div(numel / kVec, kThreads * kSumUnroll), 1,
+                                                 blocks_to_fill_gpu(kernel, kThreads));
+      // One allocation: the block counter (zeroed on the stream, as torch.sum does its own), then
+      // the partials, 16 bytes in.
+      at::Tensor workspace = at::empty({16 + blocks * static_cast<int64_t>(sizeof(acc_t))},
+                                       x.options().dtype(at::kByte));
+      auto* blocks_done = reinterpret_cast<unsigned int*>(workspace.mutable_data_ptr());
+      auto* partials = reinterpret_cast<acc_t*>(workspace.mutable_data_ptr<uint8_t>() + 16);
+      C10_CUDA_CHECK(cudaMemsetAsync(blocks_done, 0, sizeof(unsigned int), stream));
+      kernel<<<blocks, kThreads, 0, stream>>>(x.const_data_ptr<scalar_t>(), numel, partials,
+                                              blocks_done, out.mutable_data_ptr<scalar_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });

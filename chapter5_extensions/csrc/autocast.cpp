@@ -1,0 +1,85 @@
+// autocast.cpp: what the ops do under torch.autocast. Inside `with torch.autocast("cuda")` a
+// Linear's output is bfloat16 (or float16) while a module's own parameters stay float32, so an op
+// that takes both would see mixed dtypes. PyTorch's ops with several floating inputs (linear,
+// addmm, lstm_cell, conv1d) cast them all to autocast's lower precision first; these kernels do
+// the same for ours, then run the op again with the autocast key excluded. relu and reduce_sum
+// take one tensor: the Autocast keys fall through for them and they run in the input's dtype,
+// as torch.relu does.
+
+#include <ATen/autocast_mode.h>
+#include <torch/library.h>
+
+namespace custom_ops {
+namespace {
+
+// The op's handle, looked up once: calling it goes through the dispatcher again (autograd, then
+// the CPU or CUDA kernel), minus the autocast key that the guard below excludes.
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> handle(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+
+template <c10::DeviceType kDevice>
+at::Tensor lower(const at::Tensor& t) {
+  // cached_cast leaves float64, integers and other devices' tensors alone, and caches the cast of
+  // a parameter (a leaf that requires grad) for the rest of the autocast region, as for a Linear.
+  return at::autocast::cached_cast(at::autocast::get_lower_precision_fp_from_device_type(kDevice),
+                                   t, kDevice);
+}
+
+template <c10::DeviceType kDevice>
+c10::impl::ExcludeDispatchKeyGuard no_autocast() {
+  return c10::impl::ExcludeDispatchKeyGuard(
+      at::autocast::get_autocast_dispatch_key_from_device_type(kDevice));
+}
+
+template <c10::DeviceType kDevice>
+at::Tensor fused_bias_relu_autocast(const at::Tensor& x, const at::Tensor& bias, double scale) {
+  static const auto op = handle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>(
+      "custom_ops::fused_bias_relu");
+  const auto guard = no_autocast<kDevice>();
+  return op.call(lower<kDevice>(x), lower<kDevice>(bias), scale);
+}
+
+using LstmOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+template <c10::DeviceType kDevice>
+LstmOut lstm_cell_autocast(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c,
+                           const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& b_ih,
+                           const at::Tensor& b_hh) {
+  static const auto op =
+      handle<LstmOut(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                     const at::Tensor&, const at::Tensor&, const at::Tensor&)>(
+          "custom_ops::lstm_cell");
+  const auto guard = no_autocast<kDevice>();
+  return op.call(lower<kDevice>(x), lower<kDevice>(h), lower<kDevice>(c), lower<kDevice>(w_ih),
+                 lower<kDevice>(w_hh), lower<kDevice>(b_ih), lower<kDevice>(b_hh));
+}
+
+template <c10::DeviceType kDevice>
+at::Tensor conv_rnn_autocast(const at::Tensor& x, const at::Tensor& kernel,
+                             const at::Tensor& hidden) {
+  static const auto op =
+      handle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>(
+          "custom_ops::conv_rnn");
+  const auto guard = no_autocast<kDevice>();
+  return op.call(lower<kDevice>(x), lower<kDevice>(kernel), lower<kDevice>(hidden));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(custom_ops, AutocastCUDA, m) {
+  constexpr auto kCUDA = c10::DeviceType::CUDA;
+  m.impl("fused_bias_relu", &fused_bias_relu_autocast<kCUDA>);
+  m.impl("lstm_cell", &lstm_cell_autocast<kCUDA>);
+  m.impl("conv_rnn", &conv_rnn_autocast<kCUDA>);
+}
+
+TORCH_LIBRARY_IMPL(custom_ops, AutocastCPU, m) {
+  constexpr auto kCPU = c10::DeviceType::CPU;
+  m.impl("fused_bias_relu", &fused_bias_relu_autocast<kCPU>);
+  m.impl("lstm_cell", &lstm_cell_autocast<kCPU>);
+  m.impl("conv_rnn", &conv_rnn_autocast<kCPU>);
+}
+
+}  // namespace custom_ops

@@ -1,0 +1,99 @@
+// autograd.cpp: the backward of relu, fused_bias_relu and reduce_sum, registered in C++ for the
+// Autograd dispatch key. The other ops register theirs from Python (custom_ops/ops.py, with
+// torch.library.register_autograd), which is simpler and as correct; what C++ saves is time per
+// call: a Python formula makes every call of the op enter Python twice more (once to set up the
+// context, and on the way back into the kernel), a few microseconds that a small tensor notices.
+// call_cost.py measures both ways side by side (lesson: "What a call costs").
+
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+namespace custom_ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+class Relu : public torch::autograd::Function<Relu> {
+ public:
+  // The op's handle is looked up once; called below the autograd key (the guard), it goes on to
+  // the CPU, CUDA or fake kernel.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
+    static const auto relu = c10::Dispatcher::singleton()
+                                 .findSchemaOrThrow("custom_ops::relu", "")
+                                 .typed<at::Tensor(const at::Tensor&)>();
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    at::Tensor y = relu.call(x);
+    ctx->save_for_backward({y});  // the output decides the mask; the input is not needed
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    static const auto relu_backward =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("custom_ops::relu_backward", "")
+            .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    const at::Tensor y = ctx->get_saved_variables()[0];
+    return {relu_backward.call(grad_outputs[0], y)};
+  }
+};
+
+class FusedBiasRelu : public torch::autograd::Function<FusedBiasRelu> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& bias,
+                            double scale) {
+    static const auto fused =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("custom_ops::fused_bias_relu", "")
+            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    at::Tensor y = fused.call(x, bias, scale);
+    ctx->save_for_backward({y});
+    ctx->saved_data["scale"] = scale;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    static const auto fused_backward =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("custom_ops::fused_bias_relu_backward", "")
+            .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                      double)>();
+    const at::Tensor y = ctx->get_saved_variables()[0];
+    auto [grad_x, grad_bias] =
+        fused_backward.call(grad_outputs[0], y, ctx->saved_data["scale"].toDouble());
+    // One gradient per input, an undefined tensor for those that need none (and for scale).
+    return {ctx->needs_input_grad(0) ? grad_x : at::Tensor(),
+            ctx->needs_input_grad(1) ? grad_bias : at::Tensor(), at::Tensor()};
+  }
+};
+
+class ReduceSum : public torch::autograd::Function<ReduceSum> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
+    static const auto reduce_sum = c10::Dispatcher::singleton()
+                                       .findSchemaOrThrow("custom_ops::reduce_sum", "")
+                                       .typed<at::Tensor(const at::Tensor&)>();
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    // Symbolic sizes: under torch.compile with dynamic shapes they are symbols, not numbers.
+    ctx->saved_data["shape"] = x.sym_sizes();
+    return reduce_sum.call(x);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    // Every element contributed once: each gets the whole gradient (a stride-0 view, no copy).
+    return {grad_outputs[0].expand_symint(ctx->saved_data["shape"].toSymIntVector())};
+  }
+};
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(custom_ops, Autograd, m) {
+  m.impl("relu", [](const at::Tensor& x) { return Relu::apply(x); });
+  m.impl("fused_bias_relu", [](const at::Tensor& x, const at::Tensor& bias, double scale) {
+    return FusedBiasRelu::apply(x, bias, scale);
+  });
+  m.impl("reduce_sum", [](const at::Tensor& x) { return ReduceSum::apply(x); });
+}
+
+}  // namespace custom_ops
