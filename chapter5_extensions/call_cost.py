@@ -17,8 +17,9 @@ called directly, so that only the way in differs), next to torch.relu and to cus
 - custom_ops.relu, the package's public function (its own kernel, autograd in C++).
 
 Each is timed with x not requiring grad and requiring it (then autograd records a node per call).
-Time per call: the median over repeats of (a loop of calls, timed by CUDA events on a GPU, whose
-timeline the host sets when the host is the slower side, or by the host clock on a CPU) / calls.
+Time per call: a loop of calls, timed by CUDA events on a GPU (whose timeline the host sets, the
+host being the slower side) or by the host clock on a CPU, over the calls; the median of many such
+loops, the variants taking turns so that the host's drift reaches them all alike.
 """
 
 from __future__ import annotations
@@ -75,26 +76,33 @@ def register_python_autograd() -> None:
     torch.library.register_autograd("call_cost::relu_py", backward, setup_context=setup_context)
 
 
-def per_call_us(fn, calls: int, repeats: int, cuda: bool) -> float:
-    for _ in range(max(100, calls // 10)):  # warm-up: first calls, caches, allocator
+def loop_us(fn, calls: int, cuda: bool) -> float:
+    """Microseconds per call of fn over a loop of `calls` calls."""
+    if cuda:
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) * 1e3 / calls
+    begin = time.perf_counter()
+    for _ in range(calls):
         fn()
-    times = []
+    return (time.perf_counter() - begin) * 1e6 / calls
+
+
+def per_call_us(fns: dict, calls: int, repeats: int, cuda: bool) -> dict:
+    """The median of `repeats` loops per variant, the variants taken in turn in every repeat: the
+    host's speed drifts over seconds, and taking turns spreads that drift over all of them."""
+    for fn in fns.values():  # warm-up: first calls, caches, the allocator
+        loop_us(fn, max(100, calls // 10), cuda)
+    times: dict = {name: [] for name in fns}
     for _ in range(repeats):
-        if cuda:
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) * 1e3 / calls)
-        else:
-            begin = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            times.append((time.perf_counter() - begin) * 1e6 / calls)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            times[name].append(loop_us(fn, calls, cuda))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def measure(quick: bool) -> dict:
@@ -118,20 +126,16 @@ def measure(quick: bool) -> dict:
         "pybind11 function, autograd in C++": module.relu_cpp_direct,
         "custom_ops.relu (the package)": custom_ops.relu,
     }
-    calls, repeats = (200, 3) if quick else (2000, 15)
+    calls, repeats = (200, 3) if quick else (1000, 41)
     rows = []
     for requires_grad in (False, True):
         x = torch.randn(256, device=device, requires_grad=requires_grad)
         expected = torch.relu(x)
-        for name, fn in variants.items():
+        for fn in variants.values():
             torch.testing.assert_close(fn(x), expected)
-            rows.append(
-                {
-                    "case": name,
-                    "requires_grad": requires_grad,
-                    "us_per_call": per_call_us(lambda fn=fn, x=x: fn(x), calls, repeats, cuda),
-                }
-            )
+        fns = {name: (lambda fn=fn, x=x: fn(x)) for name, fn in variants.items()}
+        for name, us in per_call_us(fns, calls, repeats, cuda).items():
+            rows.append({"case": name, "requires_grad": requires_grad, "us_per_call": us})
     return {
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "torch": torch.__version__,

@@ -126,6 +126,9 @@ __global__ void fused_bias_relu_backward_kernel(const scalar_t* __restrict__ gra
   // totals in order. __ldcg reads from L2, never a stale line of this SM's L1.
   acc_t totals[kVec] = {};
   if (col0 < cols) {
+    // Unrolled, so that several loads are in flight: one at a time, the thousands of splits of a
+    // large tensor would make this finish a long serial tail.
+#pragma unroll 4
     for (int64_t split = threadIdx.y; split < gridDim.y; split += kRowLanes) {
 #pragma unroll
       for (int k = 0; k < kVec; ++k) totals[k] += __ldcg(&partials[split * cols + col0 + k]);
