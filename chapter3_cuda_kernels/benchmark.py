@@ -100,26 +100,56 @@ def elementwise_rows(ext, timer: Timer, exponents, dtype, use_compile: bool) -> 
     return rows
 
 
-def misaligned_rows(ext, timer: Timer, exponent: int) -> list[dict]:
-    """v3 and v4 on an aligned x and on x[1:], where they fall back to one element per load; v2,
-    which always loads one element at a time, on x[1:] too."""
-    numel, cols = 2**exponent, 1024
-    base = torch.randn(numel + cols, device="cuda")
-    bias = torch.randn(cols, device="cuda")
-    aligned = base[:numel].view(-1, cols)
-    shifted = base[1 : numel + 1].view(-1, cols)
+LAYOUT_VERSIONS = {
+    "v2": "fused_bias_relu_v2",
+    "v3": "fused_bias_relu_v3",
+    "v4": "fused_bias_relu_v4",
+    "v4 on v2's grid": "fused_bias_relu_v4_gpu_sized_grid",
+}
+
+
+def layout_rows(ext, timer: Timer, exponent: int) -> list[dict]:
+    """v2 to v4 where 16-byte vectors do not fit: x[1:] starts 4 bytes past a 16-byte boundary
+    (v3 and v4 drop to one element per load), and rows of 1,023 floats are not whole vectors (v4
+    drops to one element per load; v3 keeps its vectors, which run on across rows)."""
+    numel = 2**exponent
     rows = []
-    cases = {
-        "v3, x aligned": (ext.fused_bias_relu_v3, aligned),
-        "v3, x[1:] (misaligned)": (ext.fused_bias_relu_v3, shifted),
-        "v2, x[1:] (misaligned)": (ext.fused_bias_relu_v2, shifted),
-        "v4, x aligned": (ext.fused_bias_relu_v4, aligned),
-        "v4, x[1:] (misaligned)": (ext.fused_bias_relu_v4, shifted),
-    }
-    for name, (op, x) in cases.items():
-        ms = timer.median_ms(lambda op=op, x=x: op(x, bias, 0.5))
-        rows.append({"numel": numel, "case": name, "us": ms * 1e3, "GB/s": 8 * numel / ms / 1e6})
+    for cols in (1024, 1023):
+        base = torch.randn(numel + cols, device="cuda")
+        bias = torch.randn(cols, device="cuda")
+        count = numel // cols * cols
+        views = {"aligned": base[:count], "x[1:]": base[1 : count + 1]}
+        for layout, flat in views.items():
+            x = flat.view(-1, cols)
+            for version, name in LAYOUT_VERSIONS.items():
+                op = getattr(ext, name)
+                ms = timer.median_ms(lambda op=op, x=x: op(x, bias, 0.5))
+                rows.append(
+                    {
+                        "numel": count,
+                        "cols": cols,
+                        "layout": layout,
+                        "case": version,
+                        "us": ms * 1e3,
+                        "GB/s": 8 * count / ms / 1e6,
+                    }
+                )
     return rows
+
+
+def layouts_markdown(rows: list[dict]) -> list[str]:
+    lines = [
+        "fused_bias_relu v2 to v4, float32, where 16-byte vectors fit or not: µs (GB/s):",
+        "",
+        f"| elements | columns | x | {' | '.join(LAYOUT_VERSIONS)} |",
+        "| ---: | ---: | --- |" + " ---: |" * len(LAYOUT_VERSIONS),
+    ]
+    for key in dict.fromkeys((r["numel"], r["cols"], r["layout"]) for r in rows):
+        by_case = {r["case"]: r for r in rows if (r["numel"], r["cols"], r["layout"]) == key}
+        cells = [f"{by_case[c]['us']:,.1f} ({by_case[c]['GB/s']:,.0f})" for c in LAYOUT_VERSIONS]
+        numel, cols, layout = key
+        lines.append(f"| {numel:,} | {cols:,} | {layout} | {' | '.join(cells)} |")
+    return [*lines, ""]
 
 
 def sum_rows(ext, timer: Timer, exponents) -> list[dict]:
@@ -205,17 +235,8 @@ def to_markdown(result: dict) -> str:
             "GB/s (fraction of copy_ of the same bytes)",
         )
         lines += size_table(rows, cases, lambda r: f"{r['us']:,.1f}", "µs")
-    lines += [
-        "fused_bias_relu v2 to v4, float32, aligned or not:",
-        "",
-        "| elements | case | µs | GB/s |",
-        "| ---: | --- | ---: | ---: |",
-    ]
-    for r in result["misaligned"]:
-        lines.append(
-            f"| 2^{r['numel'].bit_length() - 1} | {r['case']} | {r['us']:,.1f} | {r['GB/s']:,.0f} |"
-        )
-    lines += ["", "sum of all elements, float32:", ""]
+    lines += layouts_markdown(result["layouts"])
+    lines += ["sum of all elements, float32:", ""]
     sum_cases = ["torch.sum", *SUMS]
     sums = result["sums"]
     lines += size_table(
@@ -282,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sizes up to 2^20, seconds")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--out", type=Path, help="write chapter3_cuda.{md,json,png} here")
+    parser.add_argument(
+        "--layouts-only",
+        action="store_true",
+        help="only the table of layouts (aligned, x[1:], 1,023 columns); --out writes "
+        "chapter3_layouts.{md,json}",
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmark.py needs a CUDA GPU (torch.cuda.is_available() is False); the tables in")
@@ -291,6 +318,18 @@ def main(argv: list[str] | None = None) -> int:
     ext = load_chapter3.load_chapter3()
     timer = Timer()
     exponents = range(10, 21, 2) if args.quick else range(10, 29, 2)
+    if args.layouts_only:
+        rows = layout_rows(ext, timer, exponents[-1])
+        header = f"{torch.cuda.get_device_name()}; torch {torch.__version__}, CUDA "
+        header += f"{torch.version.cuda}; {datetime.date.today().isoformat()}."
+        table = "\n".join([header, "Median of CUDA-event timings with a cold L2.", ""])
+        table += "\n" + "\n".join(layouts_markdown(rows))
+        print(table)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "chapter3_layouts.json").write_text(json.dumps(rows, indent=2) + "\n")
+            (args.out / "chapter3_layouts.md").write_text(table)
+        return 0
     result = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -301,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             *elementwise_rows(ext, timer, exponents, torch.float32, not args.no_compile),
             *elementwise_rows(ext, timer, exponents, torch.bfloat16, not args.no_compile),
         ],
-        "misaligned": misaligned_rows(ext, timer, exponents[-1]),
+        "layouts": layout_rows(ext, timer, exponents[-1]),
         "sums": sum_rows(ext, timer, exponents),
         "sum_columns": sum_columns_rows(ext, timer, args.quick),
     }

@@ -1,6 +1,6 @@
 // fused_bias_relu.cu: y = relu(x * scale + bias) and its backward for CUDA tensors: chapter 3's
-// fastest forward (v4, a block per tile) and chapter 4's one-pass backward with a deterministic
-// bias gradient, now in one launch.
+// fastest forward (v4, a block per tile; v3 where rows are not whole 16-byte vectors) and
+// chapter 4's one-pass backward with a deterministic bias gradient, now in one launch.
 // CPU: csrc/fused_bias_relu.cpp.
 
 #include <ATen/Dispatch.h>
@@ -43,6 +43,43 @@ __global__ void fused_bias_relu_kernel(const scalar_t* __restrict__ x,
     }
     reinterpret_cast<Vec*>(y)[row * vec_cols + col] = out;
   }
+}
+
+// Rows that are not whole 16-byte vectors (an odd number of columns, a misaligned view) would
+// leave the kernel above one element per load. Chapter 3's v3 keeps its vectors there: they run on
+// across rows, each element reads its own bias, and the column is kept up to date by addition (no
+// division per element), on a grid sized to the GPU. Measured on an H100 at 2^28 float32 elements
+// with 1,023 columns: 762 us for v3 against 1,262 for v4 (docs/perf/h100/chapter3_cuda.md).
+template <typename scalar_t, typename opmath_t, int kVec>
+__global__ void fused_bias_relu_flat_kernel(const scalar_t* __restrict__ x,
+                                            const scalar_t* __restrict__ bias,
+                                            scalar_t* __restrict__ y, int64_t numel, int64_t cols,
+                                            opmath_t scale) {
+  using Vec = AlignedVector<scalar_t, kVec>;
+  const int64_t num_vecs = numel / kVec;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t col_step = (stride * kVec) % cols;
+  int64_t col = (first * kVec) % cols;
+  auto bias_relu = [&](scalar_t v, int64_t c) {
+    const opmath_t r = static_cast<opmath_t>(v) * scale + static_cast<opmath_t>(bias[c]);
+    return static_cast<scalar_t>(r < opmath_t(0) ? opmath_t(0) : r);
+  };
+  for (int64_t v = first; v < num_vecs; v += stride) {
+    const Vec in = reinterpret_cast<const Vec*>(x)[v];
+    Vec out;
+    int64_t c = col;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      out.val[k] = bias_relu(in.val[k], c);
+      c = (c + 1 == cols) ? 0 : c + 1;
+    }
+    reinterpret_cast<Vec*>(y)[v] = out;
+    col += col_step;
+    col = col >= cols ? col - cols : col;
+  }
+  const int64_t tail = num_vecs * kVec + first;
+  if (tail < numel) y[tail] = bias_relu(x[tail], tail % cols);
 }
 
 // Backward, one launch. A block is 32 column threads x 8 row lanes; thread (tx, ty) owns kVec
@@ -126,9 +163,6 @@ __global__ void fused_bias_relu_backward_kernel(const scalar_t* __restrict__ gra
   // totals in order. __ldcg reads from L2, never a stale line of this SM's L1.
   acc_t totals[kVec] = {};
   if (col0 < cols) {
-    // Unrolled, so that several loads are in flight: one at a time, the thousands of splits of a
-    // large tensor would make this finish a long serial tail.
-#pragma unroll 4
     for (int64_t split = threadIdx.y; split < gridDim.y; split += kRowLanes) {
 #pragma unroll
       for (int k = 0; k < kVec; ++k) totals[k] += __ldcg(&partials[split * cols + col0 + k]);
@@ -160,28 +194,37 @@ at::Tensor fused_bias_relu_cuda(const at::Tensor& x_in, const at::Tensor& bias_i
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu", [&] {
         using opmath_t = at::opmath_type<scalar_t>;
-        with_vector_width<scalar_t>(
-            {x.const_data_ptr(), bias.const_data_ptr(), y.const_data_ptr()}, cols, [&](auto width) {
-              constexpr int kVec = decltype(width)::value;
-              auto kernel = fused_bias_relu_kernel<scalar_t, opmath_t, kVec>;
-              const int64_t rows = numel / cols, vec_cols = cols / kVec;
-              // Rows narrower than 32 vectors get narrower, taller blocks: no thread idles.
-              int column_threads = 1;
-              while (column_threads < kColumnThreads && column_threads < vec_cols) {
-                column_threads *= 2;
-              }
-              const dim3 block(column_threads, kThreads / column_threads);
-              const int64_t column_blocks = ceil_div(vec_cols, column_threads);
-              TORCH_CHECK(column_blocks <= std::numeric_limits<int32_t>::max(),
-                          "fused_bias_relu: x.size(-1) is too large (", cols, ")");
-              // A block per tile, not a grid sized to the GPU: chapter 3 measured 100% of copy_
-              // against 94-95% for the same kernel on the smaller grid.
-              const int64_t row_blocks = std::min<int64_t>(ceil_div(rows, block.y), 65535);
-              kernel<<<dim3(column_blocks, row_blocks), block, 0, stream>>>(
-                  x.const_data_ptr<scalar_t>(), bias.const_data_ptr<scalar_t>(),
-                  y.mutable_data_ptr<scalar_t>(), rows, vec_cols, static_cast<opmath_t>(scale));
-              C10_CUDA_KERNEL_LAUNCH_CHECK();
-            });
+        constexpr int kVec = 16 / sizeof(scalar_t);
+        if (vector_width<scalar_t>({x.const_data_ptr(), bias.const_data_ptr(), y.const_data_ptr()},
+                                   cols) == kVec) {
+          auto kernel = fused_bias_relu_kernel<scalar_t, opmath_t, kVec>;
+          const int64_t rows = numel / cols, vec_cols = cols / kVec;
+          // Rows narrower than 32 vectors get narrower, taller blocks: no thread idles.
+          int column_threads = 1;
+          while (column_threads < kColumnThreads && column_threads < vec_cols) column_threads *= 2;
+          const dim3 block(column_threads, kThreads / column_threads);
+          const int64_t column_blocks = ceil_div(vec_cols, column_threads);
+          TORCH_CHECK(column_blocks <= std::numeric_limits<int32_t>::max(),
+                      "fused_bias_relu: x.size(-1) is too large (", cols, ")");
+          // A block per tile, not a grid sized to the GPU: chapter 3 measured 100% of copy_
+          // against 93-95% for the same kernel on the smaller grid.
+          const int64_t row_blocks = std::min<int64_t>(ceil_div(rows, block.y), 65535);
+          kernel<<<dim3(column_blocks, row_blocks), block, 0, stream>>>(
+              x.const_data_ptr<scalar_t>(), bias.const_data_ptr<scalar_t>(),
+              y.mutable_data_ptr<scalar_t>(), rows, vec_cols, static_cast<opmath_t>(scale));
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+          return;
+        }
+        with_vector_width<scalar_t>({x.const_data_ptr(), y.const_data_ptr()}, 0, [&](auto width) {
+          constexpr int kFlatVec = decltype(width)::value;
+          auto kernel = fused_bias_relu_flat_kernel<scalar_t, opmath_t, kFlatVec>;
+          const int64_t blocks = std::clamp<int64_t>(ceil_div(numel / kFlatVec, kThreads), 1,
+                                                     blocks_to_fill_gpu(kernel, kThreads));
+          kernel<<<blocks, kThreads, 0, stream>>>(
+              x.const_data_ptr<scalar_t>(), bias.const_data_ptr<scalar_t>(),
+              y.mutable_data_ptr<scalar_t>(), numel, cols, static_cast<opmath_t>(scale));
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
       });
   return y;
 }

@@ -34,12 +34,11 @@ int64_t blocks_to_fill_gpu(Kernel kernel, int threads_per_block, size_t shared_b
   return static_cast<int64_t>(sm_count) * blocks_per_sm;
 }
 
-// Calls launch(std::integral_constant<int, W>{}) with the widest W (elements, at most 16 bytes)
-// at which every pointer is aligned and, when `divides` is nonzero, that divides it. A view such
-// as x[1:] is contiguous but starts one element in: it gets W = 1, not a misaligned load.
-template <typename scalar_t, typename Launch>
-void with_vector_width(std::initializer_list<const void*> pointers, int64_t divides,
-                       Launch launch) {
+// The widest vector (in elements, at most 16 bytes) at which every pointer is aligned and, when
+// `divides` is nonzero, that divides it. A view such as x[1:] is contiguous but starts one element
+// in: it gets 1, not a misaligned load.
+template <typename scalar_t>
+int vector_width(std::initializer_list<const void*> pointers, int64_t divides) {
   int width = 16 / static_cast<int>(sizeof(scalar_t));
   for (const void* p : pointers) {
     while (width > 1 && reinterpret_cast<std::uintptr_t>(p) % (width * sizeof(scalar_t)) != 0) {
@@ -47,7 +46,15 @@ void with_vector_width(std::initializer_list<const void*> pointers, int64_t divi
     }
   }
   while (divides != 0 && width > 1 && divides % width != 0) width /= 2;
-  switch (width) {
+  return width;
+}
+
+// Calls launch(std::integral_constant<int, W>{}) with W = vector_width(pointers, divides): one
+// kernel instantiation per width.
+template <typename scalar_t, typename Launch>
+void with_vector_width(std::initializer_list<const void*> pointers, int64_t divides,
+                       Launch launch) {
+  switch (vector_width<scalar_t>(pointers, divides)) {
     case 8:
       if constexpr (16 / sizeof(scalar_t) >= 8) launch(std::integral_constant<int, 8>{});
       break;

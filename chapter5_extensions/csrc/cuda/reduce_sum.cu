@@ -86,8 +86,6 @@ __global__ void sum_kernel(const scalar_t* __restrict__ x, int64_t numel,
   if (!is_last_block) return;
   // __ldcg reads from L2, where the other blocks' partials are, never a stale line of this SM's L1.
   acc_t v = 0;
-  // Unrolled: eight loads in flight, not one round trip to L2 after another.
-#pragma unroll 8
   for (int64_t i = threadIdx.x; i < gridDim.x; i += kThreads) v += __ldcg(&partials[i]);
   v = block_sum(v);
   if (threadIdx.x == 0) *out = static_cast<scalar_t>(v);
