@@ -105,6 +105,18 @@ def per_call_us(fns: dict, calls: int, repeats: int, cuda: bool) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux), and the number of cores torch uses."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        model = next(
+            line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        model = "unknown CPU"
+    return f"{model}, {torch.get_num_threads()} threads"
+
+
 def measure(quick: bool) -> dict:
     import build_inplace
 
@@ -137,7 +149,7 @@ def measure(quick: bool) -> dict:
         for name, us in per_call_us(fns, calls, repeats, cuda).items():
             rows.append({"case": name, "requires_grad": requires_grad, "us_per_call": us})
     return {
-        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "device": torch.cuda.get_device_name() if cuda else f"cpu ({cpu_name()})",
         "torch": torch.__version__,
         "date": datetime.date.today().isoformat(),
         "numel": 256,
@@ -173,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        name = "call_cost_cuda" if result["device"] != "cpu" else "call_cost_cpu"
+        name = "call_cost_cpu" if result["device"].startswith("cpu") else "call_cost_cuda"
         (args.out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
         (args.out / f"{name}.md").write_text(table)
     return 0

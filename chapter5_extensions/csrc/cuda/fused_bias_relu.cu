@@ -49,7 +49,7 @@ __global__ void fused_bias_relu_kernel(const scalar_t* __restrict__ x,
 // leave the kernel above one element per load. Chapter 3's v3 keeps its vectors there: they run on
 // across rows, each element reads its own bias, and the column is kept up to date by addition (no
 // division per element), on a grid sized to the GPU. Measured on an H100 at 2^28 float32 elements
-// with 1,023 columns: 762 us for v3 against 1,262 for v4 (docs/perf/h100/chapter3_cuda.md).
+// in rows of 1,023: 761 us for v3 against 1,269 for v4 (docs/perf/h100/chapter3_layouts.md).
 template <typename scalar_t, typename opmath_t, int kVec>
 __global__ void fused_bias_relu_flat_kernel(const scalar_t* __restrict__ x,
                                             const scalar_t* __restrict__ bias,
