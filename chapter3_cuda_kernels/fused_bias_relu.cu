@@ -128,7 +128,7 @@ __global__ void fused_bias_relu_v4_block_per_tile(const scalar_t* __restrict__ x
 
 // ---- launchers ---------------------------------------------------------------------------------
 
-// What all three launchers do before their launch: check, make contiguous (the kernels index
+// What every launcher does before its launch: check, make contiguous (the kernels index
 // memory as rows of `cols`; a view is copied, as in chapter 2), allocate, and guard the device.
 struct Prepared {
   at::Tensor x, bias, out;
@@ -194,7 +194,7 @@ at::Tensor fused_bias_relu_v1(const at::Tensor& x, const at::Tensor& bias, doubl
   const int64_t blocks = course::ceil_div(p.numel, kThreads);
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(),
               "fused_bias_relu_v1: x has too many elements for one thread each (", p.numel,
-              "); v2 and v3 have no such limit");
+              "); v2 to v4 have no such limit");
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v1", [&] {
         using opmath_t = at::opmath_type<scalar_t>;

@@ -1,5 +1,5 @@
-"""One launch of each kernel version on 2^26 float32 elements (and the last two elementwise
-versions, and torch.compile's kernel for the same line, in bfloat16 too), for Nsight Compute to
+"""One launch of each kernel version on 2^26 float32 elements (and v3, v4 and torch.compile's
+kernel for the same line in bfloat16 too), for Nsight Compute to
 measure (lesson: "Reading an Nsight Compute report"); gpu_check.py runs it under ncu. Runs alone
 too, but prints nothing worth reading. Only the launches between torch.cuda.profiler.start() and
 stop() are profiled (--profile-from-start off): not the builds, nor torch.compile's autotuning.

@@ -371,6 +371,15 @@ def test_every_kernel_on_small_shapes(ext, dtype, generator):
             rows.double().sum(0).to(dtype),
             **sum_tolerance(dtype, rows.shape[0]),
         )
+    # Rows of whole 16-byte vectors, several column blocks and row tiles: v4's vector path.
+    rows = random((33, 264), dtype, "cuda", generator)
+    bias = random((264,), dtype, "cuda", generator)
+    for version in ELEMENTWISE:
+        torch.testing.assert_close(
+            getattr(ext, version)(rows, bias, 0.5),
+            reference_fused_bias_relu(rows, bias, 0.5),
+            **TOLERANCES[dtype],
+        )
     torch.cuda.synchronize()
 
 

@@ -6,8 +6,9 @@
 
 A relu of 256 floats: the kernel itself takes a microsecond or two, so a loop of calls measures
 what the host spends on each: Python, the dispatcher, autograd, the allocator and the launch.
-The same relu is reached in several ways (call_cost.cpp registers it; its kernel is ATen's own,
-called directly, so that only the way in differs), next to torch.relu and to custom_ops.relu:
+The same relu is reached four ways (call_cost.cpp registers it; its kernel is ATen's own, called
+directly, so that among these four only the way in differs), next to torch.relu and to
+custom_ops.relu, whose kernel is the package's own:
 
 - torch.relu: PyTorch's generated binding, C++ from the argument parsing on;
 - call_cost::relu_py through torch.ops, its autograd formula in Python (register_autograd);

@@ -421,6 +421,11 @@ def opcheck_view_cases(device):
             (base[:, ::2].requires_grad_(), bias[::2].requires_grad_(), 0.5),
         ),
         "reduce_sum-sliced": (ops.reduce_sum.default, (base[1:, 3:].requires_grad_(),)),
+        "relu_backward-transposed": (ops.relu_backward.default, (transposed(base), base)),
+        "fused_bias_relu_backward-transposed": (
+            ops.fused_bias_relu_backward.default,
+            (transposed(base), transposed(base.relu()), 0.5),
+        ),
     }
 
 
@@ -521,6 +526,22 @@ def test_every_op_takes_any_strides(view, dtype, device, generator):
     )
 
 
+@pytest.mark.cuda
+def test_more_row_tiles_than_a_grid_can_hold(generator):
+    """2^24 + 8 rows of 4 floats: the forward's grid stops at 65,535 row tiles and the backward's
+    at 65,535 row splits, so both kernels' loops must run more than once."""
+    x = random((2**24 + 8, 4), torch.float32, "cuda", generator, requires_grad=True)
+    bias = random((4,), torch.float32, "cuda", generator, requires_grad=True)
+    y = custom_ops.fused_bias_relu(x, bias, 0.5)
+    grad_y = random(x.shape, torch.float32, "cuda", generator)
+    grads = torch.autograd.grad(y, (x, bias), grad_y)
+    expected = torch.relu(x * 0.5 + bias)
+    torch.testing.assert_close(y, expected)
+    grads_ref = torch.autograd.grad(expected, (x, bias), grad_y)
+    torch.testing.assert_close(grads[0], grads_ref[0])
+    torch.testing.assert_close(grads[1], grads_ref[1], rtol=1e-4, atol=1e-1)
+
+
 def test_gradcheck_on_a_slice(device, generator):
     base = random((6, 20), torch.float64, device, generator)
     bias = random((5,), torch.float64, device, generator, requires_grad=True)
@@ -591,6 +612,16 @@ def autocast_cases():
             )
         )
     return cases
+
+
+@pytest.mark.parametrize(("device_type", "dtype"), autocast_cases())
+def test_reduce_sum_under_autocast_has_torch_sums_dtype(device_type, dtype):
+    """CUDA autocast runs torch.sum in float32; CPU autocast leaves it alone: so does reduce_sum."""
+    x = torch.randn(1000, device=device_type, dtype=dtype)
+    with torch.autocast(device_type, dtype=dtype):
+        ours, theirs = custom_ops.reduce_sum(x), torch.sum(x)
+    assert ours.dtype == theirs.dtype
+    torch.testing.assert_close(ours, theirs, rtol=1e-2, atol=1e-1)
 
 
 @pytest.mark.parametrize(("device_type", "dtype"), autocast_cases())

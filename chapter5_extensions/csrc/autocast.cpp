@@ -2,9 +2,10 @@
 // Linear's output is bfloat16 (or float16) while a module's own parameters stay float32, so an op
 // that takes both would see mixed dtypes. PyTorch's ops with several floating inputs (linear,
 // addmm, lstm_cell, conv1d) cast them all to autocast's lower precision first; these kernels do
-// the same for ours, then run the op again with the autocast key excluded. relu and reduce_sum
-// take one tensor: the Autocast keys fall through for them and they run in the input's dtype,
-// as torch.relu does.
+// the same for ours, then run the op again with the autocast key excluded. relu takes one tensor:
+// the Autocast keys fall through for it and it runs in the input's dtype, as torch.relu does.
+// reduce_sum follows torch.sum, which CUDA autocast runs in float32 (a sum of many bfloat16
+// values needs float's range and precision); CPU autocast leaves torch.sum alone, and so do we.
 
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
@@ -66,6 +67,13 @@ at::Tensor conv_rnn_autocast(const at::Tensor& x, const at::Tensor& kernel,
   return op.call(lower<kDevice>(x), lower<kDevice>(kernel), lower<kDevice>(hidden));
 }
 
+template <c10::DeviceType kDevice>
+at::Tensor reduce_sum_autocast(const at::Tensor& x) {
+  static const auto op = handle<at::Tensor(const at::Tensor&)>("custom_ops::reduce_sum");
+  const auto guard = no_autocast<kDevice>();
+  return op.call(at::autocast::cached_cast(at::kFloat, x, kDevice));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(custom_ops, AutocastCUDA, m) {
@@ -73,6 +81,7 @@ TORCH_LIBRARY_IMPL(custom_ops, AutocastCUDA, m) {
   m.impl("fused_bias_relu", &fused_bias_relu_autocast<kCUDA>);
   m.impl("lstm_cell", &lstm_cell_autocast<kCUDA>);
   m.impl("conv_rnn", &conv_rnn_autocast<kCUDA>);
+  m.impl("reduce_sum", &reduce_sum_autocast<kCUDA>);
 }
 
 TORCH_LIBRARY_IMPL(custom_ops, AutocastCPU, m) {

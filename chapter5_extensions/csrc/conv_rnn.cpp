@@ -40,7 +40,7 @@ at::Tensor conv_rnn_cpu(const at::Tensor& x_in, const at::Tensor& kernel_in,
                    hidden = hidden_in.contiguous();
   const int64_t batch = x.size(0), time = x.size(1), features = x.size(2), taps = kernel.size(0);
   const int64_t radius = taps / 2;
-  at::Tensor out = at::empty_like(x);
+  at::Tensor out = at::empty(x.sizes(), x.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "conv_rnn", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* xs = x.const_data_ptr<scalar_t>();

@@ -12,7 +12,7 @@ namespace {
 at::Tensor fused_bias_relu_cpu(const at::Tensor& x_in, const at::Tensor& bias_in, double scale) {
   check_bias_op(x_in, bias_in, "fused_bias_relu");
   const at::Tensor x = x_in.contiguous(), bias = bias_in.contiguous();  // any strides in (checks.h)
-  at::Tensor y = at::empty_like(x);
+  at::Tensor y = at::empty(x.sizes(), x.options());
   const int64_t cols = x.size(-1);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   // Whole rows per task, about 32K elements each: fewer tasks than that cost more to hand out
@@ -39,13 +39,16 @@ at::Tensor fused_bias_relu_cpu(const at::Tensor& x_in, const at::Tensor& bias_in
 }
 
 // grad_x = grad_y * scale * [y not <= 0];  grad_bias = column sums of grad_y * [y not <= 0].
-std::tuple<at::Tensor, at::Tensor> fused_bias_relu_backward_cpu(const at::Tensor& grad_y,
-                                                                const at::Tensor& y, double scale) {
+std::tuple<at::Tensor, at::Tensor> fused_bias_relu_backward_cpu(const at::Tensor& grad_y_in,
+                                                                const at::Tensor& y_in,
+                                                                double scale) {
   const char* op = "fused_bias_relu_backward";
-  check_floating(y, op, "y");
-  check_like(y, grad_y, op, "y", "grad_y");
-  check_same_shape(y, grad_y, op, "y", "grad_y");
-  TORCH_CHECK(y.dim() >= 1, op, ": y must have at least 1 dimension, got a 0-dim tensor");
+  check_floating(y_in, op, "y");
+  check_like(y_in, grad_y_in, op, "y", "grad_y");
+  check_same_shape(y_in, grad_y_in, op, "y", "grad_y");
+  TORCH_CHECK(y_in.dim() >= 1, op, ": y must have at least 1 dimension, got a 0-dim tensor");
+  // Contiguous in, so that the results are contiguous too, as the fake kernel promises.
+  const at::Tensor y = y_in.contiguous(), grad_y = grad_y_in.contiguous();
   const auto acc = opmath_dtype(y);
   const at::Tensor active_grad =
       at::where(y <= 0, at::zeros({}, y.options().dtype(acc)), grad_y.to(acc));

@@ -12,7 +12,7 @@ namespace {
 at::Tensor relu_cpu(const at::Tensor& x_in) {
   check_floating(x_in, "relu", "x");
   const at::Tensor x = x_in.contiguous();  // any strides in (checks.h)
-  at::Tensor y = at::empty_like(x);
+  at::Tensor y = at::empty(x.sizes(), x.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu", [&] {
     const scalar_t* in = x.const_data_ptr<scalar_t>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
@@ -30,7 +30,7 @@ at::Tensor relu_backward_cpu(const at::Tensor& grad_y_in, const at::Tensor& y_in
   check_like(y_in, grad_y_in, op, "y", "grad_y");
   check_same_shape(y_in, grad_y_in, op, "y", "grad_y");
   const at::Tensor y = y_in.contiguous(), grad_y = grad_y_in.contiguous();
-  at::Tensor grad_x = at::empty_like(y);
+  at::Tensor grad_x = at::empty(y.sizes(), y.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, y.scalar_type(), "relu_backward", [&] {
     const scalar_t* g = grad_y.const_data_ptr<scalar_t>();
     const scalar_t* out = y.const_data_ptr<scalar_t>();

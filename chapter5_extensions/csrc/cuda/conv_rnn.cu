@@ -61,7 +61,7 @@ at::Tensor conv_rnn_cuda(const at::Tensor& x_in, const at::Tensor& kernel_in,
                    hidden = hidden_in.contiguous();
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t batch = x.size(0), time = x.size(1), features = x.size(2), taps = kernel.size(0);
-  at::Tensor out = at::empty_like(x);
+  at::Tensor out = at::empty(x.sizes(), x.options());
   if (out.numel() == 0) return out;
   TORCH_CHECK(batch <= std::numeric_limits<int>::max(), "conv_rnn: batch ", batch,
               " is more than one grid of blocks can hold (", std::numeric_limits<int>::max(), ")");

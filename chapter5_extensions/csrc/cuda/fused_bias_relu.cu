@@ -159,6 +159,7 @@ __global__ void fused_bias_relu_backward_kernel(const scalar_t* __restrict__ gra
   }
   __syncthreads();
   if (!is_last_split) return;
+  __threadfence();  // and on this side: no read of a partial moves before the count was seen
   // The strip's last block: lane ty adds splits ty, ty + 8, ... in order, then lane 0 the 8 lanes'
   // totals in order. __ldcg reads from L2, never a stale line of this SM's L1.
   acc_t totals[kVec] = {};
@@ -187,7 +188,7 @@ at::Tensor fused_bias_relu_cuda(const at::Tensor& x_in, const at::Tensor& bias_i
   // Any strides in, rows of contiguous memory for the kernel: a no-op for a contiguous tensor,
   // one copy for a view (checks.h says why).
   const at::Tensor x = x_in.contiguous(), bias = bias_in.contiguous();
-  at::Tensor y = at::empty_like(x);
+  at::Tensor y = at::empty(x.sizes(), x.options());
   const int64_t numel = x.numel(), cols = x.size(-1);
   if (numel == 0) return y;
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -242,7 +243,7 @@ std::tuple<at::Tensor, at::Tensor> fused_bias_relu_backward_cuda(const at::Tenso
   const at::Tensor y = y_in.contiguous(), grad_y = grad_y_in.contiguous();
   const int64_t cols = y.size(-1);
   const int64_t rows = cols == 0 ? 0 : y.numel() / cols;
-  at::Tensor grad_x = at::empty_like(y);
+  at::Tensor grad_x = at::empty(y.sizes(), y.options());
   // No rows: the bias gradient is all zeros. Otherwise the kernel's last blocks write each element.
   if (rows == 0 || cols == 0) return {grad_x, at::zeros({cols}, y.options())};
   at::Tensor grad_bias = at::empty({cols}, y.options());

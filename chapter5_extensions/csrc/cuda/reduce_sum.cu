@@ -84,6 +84,7 @@ __global__ void sum_kernel(const scalar_t* __restrict__ x, int64_t numel,
   }
   __syncthreads();
   if (!is_last_block) return;
+  __threadfence();  // and on this side: no read of a partial moves before the count was seen
   // __ldcg reads from L2, where the other blocks' partials are, never a stale line of this SM's L1.
   acc_t v = 0;
   for (int64_t i = threadIdx.x; i < gridDim.x; i += kThreads) v += __ldcg(&partials[i]);

@@ -61,7 +61,7 @@ at::Tensor relu_cuda(const at::Tensor& x_in) {
   check_floating(x_in, "relu", "x");
   const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = x_in.contiguous();  // a view is copied once (checks.h says why)
-  at::Tensor y = at::empty_like(x);
+  at::Tensor y = at::empty(x.sizes(), x.options());
   if (x.numel() == 0) return y;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu", [&] {
     const scalar_t* in = x.const_data_ptr<scalar_t>();
@@ -77,7 +77,7 @@ at::Tensor relu_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& y_i
   check_same_shape(y_in, grad_y_in, op, "y", "grad_y");
   const c10::cuda::CUDAGuard guard(y_in.device());
   const at::Tensor y = y_in.contiguous(), grad_y = grad_y_in.contiguous();
-  at::Tensor grad_x = at::empty_like(y);
+  at::Tensor grad_x = at::empty(y.sizes(), y.options());
   if (y.numel() == 0) return grad_x;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, y.scalar_type(), "relu_backward", [&] {
     launch_relu<scalar_t, true>(grad_y.const_data_ptr<scalar_t>(), y.const_data_ptr<scalar_t>(),
