@@ -11,9 +11,10 @@ namespace cuda_ops {
 at::Tensor fused_bias_relu_v1(const at::Tensor& x, const at::Tensor& bias, double scale);
 at::Tensor fused_bias_relu_v2(const at::Tensor& x, const at::Tensor& bias, double scale);
 at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, double scale);
-// v4 launches a block per tile of rows; gpu_sized_grid launches it on v2's grid instead.
-at::Tensor fused_bias_relu_v4(const at::Tensor& x, const at::Tensor& bias, double scale,
-                              bool gpu_sized_grid = false);
+at::Tensor fused_bias_relu_v4(const at::Tensor& x, const at::Tensor& bias, double scale);
+// v4's kernel launched on v2's grid, sized to the GPU: the lesson's comparison of the two launches.
+at::Tensor fused_bias_relu_v4_gpu_sized_grid(const at::Tensor& x, const at::Tensor& bias,
+                                             double scale);
 
 // Sum of all elements, one kernel version each (reduce_sum.cu). Returns a 0-dim tensor.
 enum class SumVersion {

@@ -103,7 +103,7 @@ __global__ void fused_bias_relu_v3_vectorized(const scalar_t* __restrict__ x,
 // once, and handles row blockIdx.y * blockDim.y + ty. The host picks kVec dividing cols, so a
 // vector never straddles two rows and no column index is ever divided. The host launches a block
 // per tile, so the loop below runs once; it loops only past 65,535 row tiles, the most a grid's y
-// can hold. (Two or four rows per thread, loaded before the first is used, measured no faster.)
+// can hold.
 constexpr int kColumnThreads = 32;  // a warp reads 32 neighbouring vectors: 512 contiguous bytes
 
 template <typename scalar_t, typename opmath_t, int kVec>
@@ -182,6 +182,38 @@ void launch_v4(const Prepared& p, at::opmath_type<scalar_t> scale, cudaStream_t 
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// v4's entry points share everything but the grid.
+at::Tensor fused_bias_relu_v4_launch(const at::Tensor& x, const at::Tensor& bias, double scale,
+                                     bool gpu_sized_grid, const char* op) {
+  Prepared p = prepare(x, bias, op);
+  if (p.numel == 0) return p.out;
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v4", [&] {
+        const auto s = static_cast<at::opmath_type<scalar_t>>(scale);
+        // As v3, and the bias too must be aligned, and the width must divide a row.
+        constexpr int kMaxVec = 16 / sizeof(scalar_t);
+        int width = course::max_vector_width<scalar_t>(
+            {p.x.const_data_ptr(), p.bias.const_data_ptr(), p.out.const_data_ptr()});
+        while (p.cols % width != 0) width /= 2;
+        switch (width) {
+          case 8:
+            if constexpr (kMaxVec >= 8) launch_v4<scalar_t, 8>(p, s, stream, gpu_sized_grid);
+            break;
+          case 4:
+            if constexpr (kMaxVec >= 4) launch_v4<scalar_t, 4>(p, s, stream, gpu_sized_grid);
+            break;
+          case 2:
+            launch_v4<scalar_t, 2>(p, s, stream, gpu_sized_grid);
+            break;
+          default:
+            launch_v4<scalar_t, 1>(p, s, stream, gpu_sized_grid);
+        }
+      });
+  return p.out;
+}
+
 }  // namespace
 
 namespace cuda_ops {
@@ -254,35 +286,14 @@ at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, doubl
   return p.out;
 }
 
-at::Tensor fused_bias_relu_v4(const at::Tensor& x, const at::Tensor& bias, double scale,
-                              bool gpu_sized_grid) {
-  Prepared p = prepare(x, bias, "fused_bias_relu_v4");
-  if (p.numel == 0) return p.out;
-  const c10::cuda::CUDAGuard device_guard(x.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(
-      at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v4", [&] {
-        const auto s = static_cast<at::opmath_type<scalar_t>>(scale);
-        // As v3, and the bias too must be aligned, and the width must divide a row.
-        constexpr int kMaxVec = 16 / sizeof(scalar_t);
-        int width = course::max_vector_width<scalar_t>(
-            {p.x.const_data_ptr(), p.bias.const_data_ptr(), p.out.const_data_ptr()});
-        while (p.cols % width != 0) width /= 2;
-        switch (width) {
-          case 8:
-            if constexpr (kMaxVec >= 8) launch_v4<scalar_t, 8>(p, s, stream, gpu_sized_grid);
-            break;
-          case 4:
-            if constexpr (kMaxVec >= 4) launch_v4<scalar_t, 4>(p, s, stream, gpu_sized_grid);
-            break;
-          case 2:
-            launch_v4<scalar_t, 2>(p, s, stream, gpu_sized_grid);
-            break;
-          default:
-            launch_v4<scalar_t, 1>(p, s, stream, gpu_sized_grid);
-        }
-      });
-  return p.out;
+at::Tensor fused_bias_relu_v4(const at::Tensor& x, const at::Tensor& bias, double scale) {
+  return fused_bias_relu_v4_launch(x, bias, scale, /*gpu_sized_grid=*/false, "fused_bias_relu_v4");
+}
+
+at::Tensor fused_bias_relu_v4_gpu_sized_grid(const at::Tensor& x, const at::Tensor& bias,
+                                             double scale) {
+  return fused_bias_relu_v4_launch(x, bias, scale, /*gpu_sized_grid=*/true,
+                                   "fused_bias_relu_v4_gpu_sized_grid");
 }
 
 }  // namespace cuda_ops

@@ -116,7 +116,10 @@ namespace cuda_ops {
 at::Tensor fused_bias_relu_v1(const at::Tensor&, const at::Tensor&, double) { no_cuda("v1"); }
 at::Tensor fused_bias_relu_v2(const at::Tensor&, const at::Tensor&, double) { no_cuda("v2"); }
 at::Tensor fused_bias_relu_v3(const at::Tensor&, const at::Tensor&, double) { no_cuda("v3"); }
-at::Tensor fused_bias_relu_v4(const at::Tensor&, const at::Tensor&, double, bool) { no_cuda("v4"); }
+at::Tensor fused_bias_relu_v4(const at::Tensor&, const at::Tensor&, double) { no_cuda("v4"); }
+at::Tensor fused_bias_relu_v4_gpu_sized_grid(const at::Tensor&, const at::Tensor&, double) {
+  no_cuda("v4_gpu_sized_grid");
+}
 }  // namespace cuda_ops
 #endif
 
@@ -150,20 +153,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "fused_bias_relu_v4",
       [](const at::Tensor& x, const at::Tensor& bias, double scale) {
-        return fused_bias_relu(x, bias, scale, "fused_bias_relu_v4",
-                               [](const at::Tensor& x, const at::Tensor& bias, double scale) {
-                                 return cuda_ops::fused_bias_relu_v4(x, bias, scale);
-                               });
+        return fused_bias_relu(x, bias, scale, "fused_bias_relu_v4", cuda_ops::fused_bias_relu_v4);
       },
       fbr_doc, py::arg("x"), py::arg("bias"), py::arg("scale") = 1.0);
   m.def(
       "fused_bias_relu_v4_gpu_sized_grid",
       [](const at::Tensor& x, const at::Tensor& bias, double scale) {
         return fused_bias_relu(x, bias, scale, "fused_bias_relu_v4_gpu_sized_grid",
-                               [](const at::Tensor& x, const at::Tensor& bias, double scale) {
-                                 return cuda_ops::fused_bias_relu_v4(x, bias, scale,
-                                                                     /*gpu_sized_grid=*/true);
-                               });
+                               cuda_ops::fused_bias_relu_v4_gpu_sized_grid);
       },
       "v4's kernel on v2's grid, sized to the GPU: the lesson's comparison.", py::arg("x"),
       py::arg("bias"), py::arg("scale") = 1.0);

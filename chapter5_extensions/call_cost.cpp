@@ -23,16 +23,32 @@ TORCH_LIBRARY(call_cost, m) {
   m.def("relu_cpp(Tensor x) -> Tensor");
 }
 
-// The kernels: at::cpu::relu and at::cuda::relu run ATen's kernel without a dispatch of their own.
+// The kernels, one per device for both ops: at::cpu::relu and at::cuda::relu run ATen's kernel
+// without a dispatch of their own.
+void check_x(const at::Tensor& x) {
+  TORCH_CHECK(x.is_floating_point(), "call_cost::relu: x must be a floating-point tensor, got ",
+              x.scalar_type());
+}
+
+at::Tensor relu_cpu(const at::Tensor& x) {
+  check_x(x);
+  return at::cpu::relu(x);
+}
+
 TORCH_LIBRARY_IMPL(call_cost, CPU, m) {
-  m.impl("relu_py", [](const at::Tensor& x) { return at::cpu::relu(x); });
-  m.impl("relu_cpp", [](const at::Tensor& x) { return at::cpu::relu(x); });
+  m.impl("relu_py", &relu_cpu);
+  m.impl("relu_cpp", &relu_cpu);
 }
 
 #ifdef WITH_CUDA
+at::Tensor relu_cuda(const at::Tensor& x) {
+  check_x(x);
+  return at::cuda::relu(x);
+}
+
 TORCH_LIBRARY_IMPL(call_cost, CUDA, m) {
-  m.impl("relu_py", [](const at::Tensor& x) { return at::cuda::relu(x); });
-  m.impl("relu_cpp", [](const at::Tensor& x) { return at::cuda::relu(x); });
+  m.impl("relu_py", &relu_cuda);
+  m.impl("relu_cpp", &relu_cuda);
 }
 #endif
 

@@ -873,6 +873,8 @@ def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path):
     assert call_cost.main(["--quick", "--out", str(tmp_path)]) == 0
     (table,) = tmp_path.glob("call_cost_*.md")
     assert table.read_text().count("autograd in C++") == 3
+    with pytest.raises(RuntimeError, match="call_cost::relu: x must be a floating-point tensor"):
+        torch.ops.call_cost.relu_cpp(torch.ones(3, dtype=torch.int32))
 
 
 @pytest.mark.parametrize("name", ["relu", "fused_bias_relu", "reduce_sum"])

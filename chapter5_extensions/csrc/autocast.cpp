@@ -10,15 +10,10 @@
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
+#include "checks.h"
+
 namespace custom_ops {
 namespace {
-
-// The op's handle, looked up once: calling it goes through the dispatcher again (autograd, then
-// the CPU or CUDA kernel), minus the autocast key that the guard below excludes.
-template <typename Signature>
-c10::TypedOperatorHandle<Signature> handle(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
-}
 
 template <c10::DeviceType kDevice>
 at::Tensor lower(const at::Tensor& t) {
@@ -36,9 +31,9 @@ c10::impl::ExcludeDispatchKeyGuard no_autocast() {
 
 template <c10::DeviceType kDevice>
 at::Tensor fused_bias_relu_autocast(const at::Tensor& x, const at::Tensor& bias, double scale) {
-  static const auto op = handle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>(
+  static const auto op = op_handle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>(
       "custom_ops::fused_bias_relu");
-  const auto guard = no_autocast<kDevice>();
+  const auto guard = no_autocast<kDevice>();  // the call below skips this kernel: no loop
   return op.call(lower<kDevice>(x), lower<kDevice>(bias), scale);
 }
 
@@ -49,8 +44,8 @@ LstmOut lstm_cell_autocast(const at::Tensor& x, const at::Tensor& h, const at::T
                            const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& b_ih,
                            const at::Tensor& b_hh) {
   static const auto op =
-      handle<LstmOut(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                     const at::Tensor&, const at::Tensor&, const at::Tensor&)>(
+      op_handle<LstmOut(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                        const at::Tensor&, const at::Tensor&, const at::Tensor&)>(
           "custom_ops::lstm_cell");
   const auto guard = no_autocast<kDevice>();
   return op.call(lower<kDevice>(x), lower<kDevice>(h), lower<kDevice>(c), lower<kDevice>(w_ih),
@@ -61,7 +56,7 @@ template <c10::DeviceType kDevice>
 at::Tensor conv_rnn_autocast(const at::Tensor& x, const at::Tensor& kernel,
                              const at::Tensor& hidden) {
   static const auto op =
-      handle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>(
+      op_handle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>(
           "custom_ops::conv_rnn");
   const auto guard = no_autocast<kDevice>();
   return op.call(lower<kDevice>(x), lower<kDevice>(kernel), lower<kDevice>(hidden));
@@ -69,7 +64,7 @@ at::Tensor conv_rnn_autocast(const at::Tensor& x, const at::Tensor& kernel,
 
 template <c10::DeviceType kDevice>
 at::Tensor reduce_sum_autocast(const at::Tensor& x) {
-  static const auto op = handle<at::Tensor(const at::Tensor&)>("custom_ops::reduce_sum");
+  static const auto op = op_handle<at::Tensor(const at::Tensor&)>("custom_ops::reduce_sum");
   const auto guard = no_autocast<kDevice>();
   return op.call(at::autocast::cached_cast(at::kFloat, x, kDevice));
 }

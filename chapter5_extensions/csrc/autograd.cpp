@@ -8,6 +8,8 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include "checks.h"
+
 namespace custom_ops {
 namespace {
 
@@ -19,9 +21,7 @@ class Relu : public torch::autograd::Function<Relu> {
   // The op's handle is looked up once; called below the autograd key (the guard), it goes on to
   // the CPU, CUDA or fake kernel.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
-    static const auto relu = c10::Dispatcher::singleton()
-                                 .findSchemaOrThrow("custom_ops::relu", "")
-                                 .typed<at::Tensor(const at::Tensor&)>();
+    static const auto relu = op_handle<at::Tensor(const at::Tensor&)>("custom_ops::relu");
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     at::Tensor y = relu.call(x);
     ctx->save_for_backward({y});  // the output decides the mask; the input is not needed
@@ -30,9 +30,7 @@ class Relu : public torch::autograd::Function<Relu> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     static const auto relu_backward =
-        c10::Dispatcher::singleton()
-            .findSchemaOrThrow("custom_ops::relu_backward", "")
-            .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+        op_handle<at::Tensor(const at::Tensor&, const at::Tensor&)>("custom_ops::relu_backward");
     const at::Tensor y = ctx->get_saved_variables()[0];
     return {relu_backward.call(grad_outputs[0], y)};
   }
@@ -42,10 +40,8 @@ class FusedBiasRelu : public torch::autograd::Function<FusedBiasRelu> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& bias,
                             double scale) {
-    static const auto fused =
-        c10::Dispatcher::singleton()
-            .findSchemaOrThrow("custom_ops::fused_bias_relu", "")
-            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
+    static const auto fused = op_handle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>(
+        "custom_ops::fused_bias_relu");
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     at::Tensor y = fused.call(x, bias, scale);
     ctx->save_for_backward({y});
@@ -55,10 +51,8 @@ class FusedBiasRelu : public torch::autograd::Function<FusedBiasRelu> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     static const auto fused_backward =
-        c10::Dispatcher::singleton()
-            .findSchemaOrThrow("custom_ops::fused_bias_relu_backward", "")
-            .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                      double)>();
+        op_handle<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double)>(
+            "custom_ops::fused_bias_relu_backward");
     const at::Tensor y = ctx->get_saved_variables()[0];
     auto [grad_x, grad_bias] =
         fused_backward.call(grad_outputs[0], y, ctx->saved_data["scale"].toDouble());
@@ -71,9 +65,8 @@ class FusedBiasRelu : public torch::autograd::Function<FusedBiasRelu> {
 class ReduceSum : public torch::autograd::Function<ReduceSum> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
-    static const auto reduce_sum = c10::Dispatcher::singleton()
-                                       .findSchemaOrThrow("custom_ops::reduce_sum", "")
-                                       .typed<at::Tensor(const at::Tensor&)>();
+    static const auto reduce_sum =
+        op_handle<at::Tensor(const at::Tensor&)>("custom_ops::reduce_sum");
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     // Symbolic sizes: under torch.compile with dynamic shapes they are symbols, not numbers.
     ctx->saved_data["shape"] = x.sym_sizes();

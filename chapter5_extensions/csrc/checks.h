@@ -1,5 +1,6 @@
 // checks.h: the helpers every custom_ops source shares: input checks that name the op, the
-// argument, what was expected and what came; and the type half types compute in.
+// argument, what was expected and what came; the type half types compute in; and the handle by
+// which C++ calls one of the library's ops through the dispatcher.
 //
 // Strides: every op takes any strides, as PyTorch's own do. The kernels walk contiguous memory, so
 // each entry point calls .contiguous() on its inputs first: free for a contiguous tensor (it
@@ -11,6 +12,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 namespace custom_ops {
 
@@ -46,6 +48,14 @@ inline void check_bias_op(const at::Tensor& x, const at::Tensor& bias, const cha
   TORCH_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension, got a 0-dim tensor");
   TORCH_CHECK(bias.dim() == 1 && bias.size(0) == x.size(-1), op, ": bias must have shape (",
               x.size(-1), ",) to match x.size(-1), got ", bias.sizes());
+}
+
+// The op `name` ("custom_ops::relu"), typed by its C++ signature. Look it up once (keep it in a
+// static) and call it like a function: the call goes through the dispatcher from the top, less the
+// keys a guard at the call site excludes (autograd.cpp, autocast.cpp).
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> op_handle(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
 // Half types compute in float, float in float, double in double.
