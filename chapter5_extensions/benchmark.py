@@ -8,7 +8,10 @@ recurrence as a Python loop of PyTorch ops.
 
 GPU ms: median of 30 CUDA-event timings, each with a cold L2, after the GPU slept long enough
 for the host to queue the whole call (4 times the host's time, at least 2 ms), so that the events
-time the GPU's work, not the host's; runs where the host was slower anyway are counted.
+time the GPU's work, not the host's; runs where the host was slower anyway are counted. The
+bandwidth rows take three such medians per case, the cases of one size taking turns, and keep
+the middle one: the GPU's clock drifts by a percent or so over seconds, and cases timed one after
+the other would inherit that drift as a difference between them.
 Back to back: CUDA events around 10 calls in a row, per call, median of 5: what a loop gets when
 the host is the slower side. Floor: the bytes the op must move at least (read inputs once, write
 outputs once) at the bandwidth a copy_ of the same tensor reaches.
@@ -80,9 +83,28 @@ class Timer:
 
         return {
             "gpu_ms": statistics.median(s.elapsed_time(e) for s, e in events),
+            "runs": runs,
             "runs_host_not_hidden": late,
             "host_ms": host,
             "loop_ms": statistics.median(event_ms(back_to_back) for _ in range(5)) / loop,
+        }
+
+    def measure_in_turns(self, fns: dict, rounds: int = 3) -> dict:
+        """measure() of every fn, `rounds` times with the fns taking turns; per fn the median of
+        its rounds (and the runs of all rounds counted)."""
+        results: dict = {name: [] for name in fns}
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                results[name].append(self.measure(fn))
+        return {
+            name: {
+                "gpu_ms": statistics.median(r["gpu_ms"] for r in rs),
+                "runs": sum(r["runs"] for r in rs),
+                "runs_host_not_hidden": sum(r["runs_host_not_hidden"] for r in rs),
+                "host_ms": statistics.median(r["host_ms"] for r in rs),
+                "loop_ms": statistics.median(r["loop_ms"] for r in rs),
+            }
+            for name, rs in results.items()
         }
 
 
@@ -104,8 +126,6 @@ def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
         bias = torch.randn(cols, device="cuda")
         out = torch.empty_like(x)
         nbytes = x.numel() * x.element_size()
-        copy_ms = timer.measure(lambda: out.copy_(x))["gpu_ms"]
-        bytes_per_ms = 2 * nbytes / copy_ms
 
         def eager_fused(x, b):
             return torch.relu(x * 0.5 + b)
@@ -157,23 +177,25 @@ def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
                 },
             ),
         }
-        rows.append(
-            {"op": "copy_", "case": "floor", "numel": n, "bytes": 2 * nbytes, "gpu_ms": copy_ms}
-        )
-        for op, (moved, fns) in cases.items():
-            for case, fn in fns.items():
-                if fn is None:
-                    continue
-                rows.append(
-                    {
-                        "op": op,
-                        "case": case,
-                        "numel": n,
-                        "bytes": moved,
-                        **timer.measure(fn),
-                        "floor_ms": moved / bytes_per_ms,
-                    }
-                )
+        fns = {("copy_", "floor"): lambda: out.copy_(x)}
+        for op, (_, by_case) in cases.items():
+            fns.update({(op, case): fn for case, fn in by_case.items() if fn is not None})
+        measured = timer.measure_in_turns(fns)
+        copy = measured.pop(("copy_", "floor"))
+        bytes_per_ms = 2 * nbytes / copy["gpu_ms"]
+        rows.append({"op": "copy_", "case": "floor", "numel": n, "bytes": 2 * nbytes, **copy})
+        for (op, case), m in measured.items():
+            moved = cases[op][0]
+            rows.append(
+                {
+                    "op": op,
+                    "case": case,
+                    "numel": n,
+                    "bytes": moved,
+                    **m,
+                    "floor_ms": moved / bytes_per_ms,
+                }
+            )
     return rows
 
 
@@ -255,7 +277,7 @@ def to_markdown(result: dict) -> str:
         lines += ["", "Rows where the host was slower than the GPU's sleep in some runs:"]
         lines += [
             f"- {r['op']} {r.get('numel') or r.get('shape')} {r['case']}: "
-            f"{r['runs_host_not_hidden']} of 30"
+            f"{r['runs_host_not_hidden']} of {r['runs']}"
             for r in late
         ]
     lines += [

@@ -1,10 +1,12 @@
-// call_cost.cpp: one relu registered three ways, for call_cost.py to time a call of each. The
-// kernel is the same in all three (ATen's own relu kernel for the device, called directly, so
+// call_cost.cpp: one relu registered four ways, for call_cost.py to time a call of each. The
+// kernel is the same in all of them (ATen's own relu kernel for the device, called directly, so
 // that only the way in differs):
-//   call_cost::relu_py   autograd registered from Python (call_cost.py: register_autograd)
-//   call_cost::relu_cpp  autograd registered here, in C++ (torch::autograd::Function)
-//   relu_cpp_direct      a pybind11 function that calls call_cost::relu_cpp's handle from C++,
-//                        skipping torch.ops' Python layer
+//   call_cost::relu_py          autograd registered from Python (call_cost.py: register_autograd)
+//   call_cost::relu_cpp_always  autograd in C++: torch::autograd::Function::apply on every call
+//   call_cost::relu_cpp         the same, but a graph node only when an input requires grad, as
+//                               custom_ops' csrc/autograd.cpp
+//   relu_cpp_direct             a pybind11 function that calls call_cost::relu_cpp's handle from
+//                               C++, skipping torch.ops' Python layer
 // Built by call_cost.py with torch.utils.cpp_extension.load (host compiler only, no nvcc).
 
 #include <ATen/ops/relu_cpu_dispatch.h>
@@ -20,6 +22,7 @@ namespace {
 
 TORCH_LIBRARY(call_cost, m) {
   m.def("relu_py(Tensor x) -> Tensor");
+  m.def("relu_cpp_always(Tensor x) -> Tensor");
   m.def("relu_cpp(Tensor x) -> Tensor");
 }
 
@@ -37,6 +40,7 @@ at::Tensor relu_cpu(const at::Tensor& x) {
 
 TORCH_LIBRARY_IMPL(call_cost, CPU, m) {
   m.impl("relu_py", &relu_cpu);
+  m.impl("relu_cpp_always", &relu_cpu);
   m.impl("relu_cpp", &relu_cpu);
 }
 
@@ -48,23 +52,25 @@ at::Tensor relu_cuda(const at::Tensor& x) {
 
 TORCH_LIBRARY_IMPL(call_cost, CUDA, m) {
   m.impl("relu_py", &relu_cuda);
+  m.impl("relu_cpp_always", &relu_cuda);
   m.impl("relu_cpp", &relu_cuda);
 }
 #endif
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&)>& relu_cpp_handle() {
+// Both C++ variants' kernels, below the autograd key: relu_cpp's handle, looked up once.
+at::Tensor relu_below_autograd(const at::Tensor& x) {
   static const auto handle = c10::Dispatcher::singleton()
                                  .findSchemaOrThrow("call_cost::relu_cpp", "")
                                  .typed<at::Tensor(const at::Tensor&)>();
-  return handle;
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return handle.call(x);
 }
 
 // The same shape as custom_ops' csrc/autograd.cpp.
 class Relu : public torch::autograd::Function<Relu> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    at::Tensor y = relu_cpp_handle().call(x);
+    at::Tensor y = relu_below_autograd(x);
     ctx->save_for_backward({y});
     return y;
   }
@@ -76,13 +82,23 @@ class Relu : public torch::autograd::Function<Relu> {
 };
 
 TORCH_LIBRARY_IMPL(call_cost, Autograd, m) {
-  m.impl("relu_cpp", [](const at::Tensor& x) { return Relu::apply(x); });
+  m.impl("relu_cpp_always", [](const at::Tensor& x) { return Relu::apply(x); });
+  m.impl("relu_cpp", [](const at::Tensor& x) {
+    const bool records_graph = at::GradMode::is_enabled() && x.requires_grad();
+    return records_graph ? Relu::apply(x) : relu_below_autograd(x);
+  });
 }
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
-      "relu_cpp_direct", [](const at::Tensor& x) { return relu_cpp_handle().call(x); },
+      "relu_cpp_direct",
+      [](const at::Tensor& x) {
+        static const auto handle = c10::Dispatcher::singleton()
+                                       .findSchemaOrThrow("call_cost::relu_cpp", "")
+                                       .typed<at::Tensor(const at::Tensor&)>();
+        return handle.call(x);
+      },
       "call_cost::relu_cpp through its C++ handle: the dispatcher, without torch.ops' Python.");
 }

@@ -6,16 +6,19 @@
 
 A relu of 256 floats: the kernel itself takes a microsecond or two, so a loop of calls measures
 what the host spends on each: Python, the dispatcher, autograd, the allocator and the launch.
-The same relu is reached four ways (call_cost.cpp registers it; its kernel is ATen's own, called
-directly, so that among these four only the way in differs), next to torch.relu and to
-custom_ops.relu, whose kernel is the package's own:
+The same relu is reached five ways (call_cost.cpp registers it; its kernel is ATen's own, called
+directly, so that among these five only the way in differs), next to torch.relu and to the
+package's relu, whose kernel is its own:
 
 - torch.relu: PyTorch's generated binding, C++ from the argument parsing on;
 - call_cost::relu_py through torch.ops, its autograd formula in Python (register_autograd);
-- call_cost::relu_cpp through torch.ops, its autograd in C++ (as custom_ops' csrc/autograd.cpp),
-  and the same without the Python frame of OpOverload.__call__;
+- call_cost::relu_cpp_always through torch.ops, its autograd in C++ (torch::autograd::Function),
+  which builds a graph node on every call;
+- call_cost::relu_cpp, the same but a node only when an input requires grad (as custom_ops'
+  csrc/autograd.cpp), and the same without the Python frame of OpOverload.__call__;
 - the same relu_cpp called through a pybind11 function, without torch.ops' Python layer;
-- custom_ops.relu, the package's public function (its own kernel, autograd in C++).
+- custom_ops.relu, the package's public function, and torch.ops.custom_ops.relu.default, the op
+  it calls (its own kernel, autograd in C++).
 
 Each is timed with x not requiring grad and requiring it (then autograd records a node per call).
 Time per call: a loop of calls, timed by CUDA events on a GPU (whose timeline the host sets, the
@@ -132,12 +135,14 @@ def measure(quick: bool) -> dict:
     variants = {
         "torch.relu": torch.relu,
         "torch.ops, autograd in Python": ops.relu_py.default,
-        "torch.ops, autograd in C++": ops.relu_cpp.default,
+        "torch.ops, autograd in C++, a graph node every call": ops.relu_cpp_always.default,
+        "torch.ops, autograd in C++, a node only when needed": ops.relu_cpp.default,
         # OpOverload.__call__ is one line of Python around this C++ callable: calling it directly
         # (a private attribute, for this measurement only) shows what that frame costs.
-        "torch.ops without OpOverload.__call__, autograd in C++": ops.relu_cpp.default._op,
-        "pybind11 function, autograd in C++": module.relu_cpp_direct,
+        "the same without OpOverload.__call__": ops.relu_cpp.default._op,
+        "pybind11 function, the same autograd": module.relu_cpp_direct,
         "custom_ops.relu (the package)": custom_ops.relu,
+        "torch.ops.custom_ops.relu.default (the package's op)": torch.ops.custom_ops.relu.default,
     }
     calls, repeats = (200, 3) if quick else (1000, 41)
     rows = []

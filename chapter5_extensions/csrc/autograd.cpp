@@ -16,14 +16,42 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Whether autograd must record this call: grad mode is on and an input requires grad. PyTorch's
+// own (generated) autograd kernels ask this first and build a graph node only then. Function::apply
+// builds one on every call (the node, its edges, the context), a microsecond or more of host work
+// that a call on tensors needing no gradient throws away (call_cost.py measures it). So each op's
+// Autograd kernel below asks first, and otherwise goes straight to the kernel.
+template <typename... Tensors>
+bool records_graph(const Tensors&... inputs) {
+  return at::GradMode::is_enabled() && (inputs.requires_grad() || ...);
+}
+
+// Each op's CPU, CUDA or fake kernel, reached through the op's handle (looked up once) below the
+// autograd key (the guard), so that the call does not come back here.
+at::Tensor relu_below_autograd(const at::Tensor& x) {
+  static const auto relu = op_handle<at::Tensor(const at::Tensor&)>("custom_ops::relu");
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return relu.call(x);
+}
+
+at::Tensor fused_bias_relu_below_autograd(const at::Tensor& x, const at::Tensor& bias,
+                                          double scale) {
+  static const auto fused = op_handle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>(
+      "custom_ops::fused_bias_relu");
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return fused.call(x, bias, scale);
+}
+
+at::Tensor reduce_sum_below_autograd(const at::Tensor& x) {
+  static const auto reduce_sum = op_handle<at::Tensor(const at::Tensor&)>("custom_ops::reduce_sum");
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return reduce_sum.call(x);
+}
+
 class Relu : public torch::autograd::Function<Relu> {
  public:
-  // The op's handle is looked up once; called below the autograd key (the guard), it goes on to
-  // the CPU, CUDA or fake kernel.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
-    static const auto relu = op_handle<at::Tensor(const at::Tensor&)>("custom_ops::relu");
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    at::Tensor y = relu.call(x);
+    at::Tensor y = relu_below_autograd(x);
     ctx->save_for_backward({y});  // the output decides the mask; the input is not needed
     return y;
   }
@@ -40,10 +68,7 @@ class FusedBiasRelu : public torch::autograd::Function<FusedBiasRelu> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& bias,
                             double scale) {
-    static const auto fused = op_handle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>(
-        "custom_ops::fused_bias_relu");
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    at::Tensor y = fused.call(x, bias, scale);
+    at::Tensor y = fused_bias_relu_below_autograd(x, bias, scale);
     ctx->save_for_backward({y});
     ctx->saved_data["scale"] = scale;
     return y;
@@ -65,12 +90,9 @@ class FusedBiasRelu : public torch::autograd::Function<FusedBiasRelu> {
 class ReduceSum : public torch::autograd::Function<ReduceSum> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
-    static const auto reduce_sum =
-        op_handle<at::Tensor(const at::Tensor&)>("custom_ops::reduce_sum");
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;
     // Symbolic sizes: under torch.compile with dynamic shapes they are symbols, not numbers.
     ctx->saved_data["shape"] = x.sym_sizes();
-    return reduce_sum.call(x);
+    return reduce_sum_below_autograd(x);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -82,11 +104,16 @@ class ReduceSum : public torch::autograd::Function<ReduceSum> {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(custom_ops, Autograd, m) {
-  m.impl("relu", [](const at::Tensor& x) { return Relu::apply(x); });
-  m.impl("fused_bias_relu", [](const at::Tensor& x, const at::Tensor& bias, double scale) {
-    return FusedBiasRelu::apply(x, bias, scale);
+  m.impl("relu", [](const at::Tensor& x) {
+    return records_graph(x) ? Relu::apply(x) : relu_below_autograd(x);
   });
-  m.impl("reduce_sum", [](const at::Tensor& x) { return ReduceSum::apply(x); });
+  m.impl("fused_bias_relu", [](const at::Tensor& x, const at::Tensor& bias, double scale) {
+    return records_graph(x, bias) ? FusedBiasRelu::apply(x, bias, scale)
+                                  : fused_bias_relu_below_autograd(x, bias, scale);
+  });
+  m.impl("reduce_sum", [](const at::Tensor& x) {
+    return records_graph(x) ? ReduceSum::apply(x) : reduce_sum_below_autograd(x);
+  });
 }
 
 }  // namespace custom_ops
