@@ -1,7 +1,7 @@
 # The course's commands. The two that matter, from a fresh clone:
 #   make tutorial   create .venv, install requirements.txt, build and run every chapter's demo
 #   make test       every chapter's tests and notebooks (what CI runs)
-# And: make doctor (diagnose the build environment), make gpu-check (on a GPU machine),
+# And: make doctor (diagnose the build environment), make gpu-check and gpu-bench (on a GPU),
 # make check EX=ch3/gelu (grade an exercise), make docs (the course as a website), make lint,
 # make clean. `make help` lists them.
 
@@ -56,13 +56,14 @@ export CPATH = $(subst $(eval) ,:,$(strip $(NVIDIA_INCLUDE) $(CPATH_FROM_ENV)))
 endif
 endif
 
-.PHONY: help tutorial test doctor gpu-check check docs lint clean
+.PHONY: help tutorial test doctor gpu-check gpu-bench check docs lint clean
 
 help:
 	@echo "make tutorial   set up .venv, then build and run every chapter's demo"
 	@echo "make test       run every test and notebook (CI runs this)"
 	@echo "make doctor     check python, torch, nvcc, CUDA_HOME, ninja, compiler, GPU, arch list"
-	@echo "make gpu-check  on a GPU machine: build, test, compute-sanitizer, benchmarks"
+	@echo "make gpu-check  on a GPU machine: build, every test, compute-sanitizer"
+	@echo "make gpu-bench  on a GPU machine: every chapter's benchmark and profile"
 	@echo "make check EX=ch3/gelu   grade your exercise (SOLUTION=1: the reference solution)"
 	@echo "make docs       serve the course as a website on http://127.0.0.1:8000 (mkdocs)"
 	@echo "make lint       ruff (Python) and clang-format (C++/CUDA) in check mode"
@@ -88,7 +89,11 @@ doctor: $(ENV_READY)
 	@$(PY) tools/doctor.py
 
 gpu-check: $(ENV_READY)
-	MAX_JOBS=$${MAX_JOBS:-16} $(PY) tools/gpu_check.py $(GPU_CHECK_ARGS)
+	MAX_JOBS=$${MAX_JOBS:-16} $(PY) tools/gpu_check.py --skip-benchmarks $(GPU_CHECK_ARGS)
+
+# The benchmarks on their own: each chapter's benchmark.py and Nsight Compute profile.
+gpu-bench: $(ENV_READY)
+	MAX_JOBS=$${MAX_JOBS:-16} $(PY) tools/gpu_check.py --only-benchmarks $(GPU_CHECK_ARGS)
 
 # An exercise: build the learner's file, run its checks (and on a GPU its benchmark), print a
 # verdict per check. Without EX, lists the exercises.

@@ -16,19 +16,26 @@ import sys
 import time
 from pathlib import Path
 
+from filelock import FileLock  # installed with torch, which locks its own JIT builds with it
+
 HERE = Path(__file__).resolve().parent
 
 
 def build_inplace(verbose: bool = False) -> None:
     """Run setup.py build_ext --inplace here; raise with the compiler's output if it fails."""
     start = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "setup.py", "build_ext", "--inplace"],
-        cwd=HERE,
-        env={**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count() or 1))},
-        capture_output=not verbose,
-        text=True,
-    )
+    # Two builds at once (pytest -n 8, a second terminal) would write the same objects and the
+    # same .so together, and a process could load a half-written one. The second waits here for
+    # the first, then finds everything up to date.
+    (HERE / "build").mkdir(exist_ok=True)
+    with FileLock(HERE / "build" / "build_inplace.lock"):
+        result = subprocess.run(
+            [sys.executable, "setup.py", "build_ext", "--inplace"],
+            cwd=HERE,
+            env={**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count() or 1))},
+            capture_output=not verbose,
+            text=True,
+        )
     if result.returncode != 0:
         raise RuntimeError(
             "building custom_ops failed (python setup.py build_ext --inplace in "

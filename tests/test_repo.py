@@ -7,11 +7,11 @@ import importlib.util
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
@@ -41,6 +41,7 @@ def test_requirements_pin_the_torch_of_the_gpu_machine():
 
 
 def test_environment_yml_installs_requirements_txt_with_python_311():
+    yaml = pytest.importorskip("yaml", reason="pyyaml is not installed (requirements.txt has it)")
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     deps = env["dependencies"]
     assert "python=3.11" in deps
@@ -93,6 +94,41 @@ def test_gpu_check_refuses_without_a_gpu(capsys, tmp_path):
     gpu_check = load_tool("gpu_check")
     assert gpu_check.main(["--out", str(tmp_path)]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+def test_gpu_check_runs_steps_side_by_side_and_keeps_their_order(tmp_path):
+    gpu_check = load_tool("gpu_check")
+    log = tmp_path / "log"
+    log.write_text("")
+    sleep = "import sys, time; time.sleep(1); print('step', sys.argv[1])"
+    jobs = [{"name": f"s{i}", "command": [sys.executable, "-c", sleep, str(i)]} for i in range(3)]
+    steps = gpu_check.run_side_by_side(jobs, log, at_once=3)
+    assert [s["step"] for s in steps] == ["s0", "s1", "s2"]
+    assert all(s["returncode"] == 0 and s["tail"] == [f"step {i}"] for i, s in enumerate(steps))
+    assert max(s["seconds"] for s in steps) < 2.5  # side by side: about one second, not three
+    assert all(f"step {i}" in log.read_text() for i in range(3))
+
+
+def test_two_builds_of_one_exercise_at_once_both_succeed(tmp_path, monkeypatch):
+    """make check in two terminals, or pytest -n: the second build waits for the first (a file
+    lock in check_exercise.build) instead of emptying its folder under it. The folder starts
+    with a stale stamp, so that each build would empty it; the second starts a moment later, while
+    the first compiles."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    folder = load_tool("check_exercise").build_root() / "ch1_keyword_args_solution"
+    folder.mkdir(parents=True)
+    (folder / "sources.sha1").write_text("the stamp of an older source")
+    command = [sys.executable, str(REPO / "tools" / "check_exercise.py"), "ch1/keyword_args"]
+    runs = []
+    for delay in (0, 4):
+        time.sleep(delay)
+        runs.append(
+            subprocess.Popen(
+                [*command, "--solution"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+        )
+    outputs = [run.communicate(timeout=600)[0].decode() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
 
 
 FENCE = re.compile(r'^```\w+ title="([^"]+)"\n(.*?)^```$', flags=re.M | re.S)

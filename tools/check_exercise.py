@@ -128,6 +128,7 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
     its checks call: the pybind11 module, the `torch.ops.<LIBRARY>` namespace, or, for a Python
     exercise, the imported module."""
     import torch
+    from filelock import FileLock  # installed with torch, which locks its own builds with it
     from torch.utils.cpp_extension import CUDA_HOME, load
 
     python_bin = Path(sys.executable).parent  # torch runs `ninja` from PATH: use this env's
@@ -149,32 +150,37 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
         # decides instead; a different one empties the folder.
         digest = hashlib.sha1(b"".join(p.read_bytes() for p in compiled)).hexdigest()
         stamp = directory / "sources.sha1"
-        if directory.exists() and (not stamp.exists() or stamp.read_text() != digest):
-            shutil.rmtree(directory)
-        directory.mkdir(parents=True, exist_ok=True)
         with_cuda = any(p.suffix == ".cu" for p in compiled)
-        try:
-            built = load(
-                name=name,
-                sources=[str(p) for p in compiled],
-                # -fopenmp: at::parallel_for is a template that splits its range with OpenMP
-                # pragmas, and they are compiled into *this* file; without the flag it runs the
-                # whole range on one thread, silently.
-                extra_cflags=["-O3", "-fopenmp"],
-                extra_cuda_cflags=["-O3", "-lineinfo", "-Xcompiler", "-fopenmp"],
-                extra_ldflags=["-fopenmp"],
-                extra_include_paths=[str(exercise.folder)]
-                + (cuda_include_paths() if with_cuda else []),
-                build_directory=str(directory),
-                with_cuda=with_cuda,
-                # A TORCH_LIBRARY registration is loaded as a plain shared library; chapter 1's
-                # pybind11 exercises are Python modules.
-                is_python_module=library is None,
-                verbose=False,
-            )
-        except Exception as e:  # torch raises RuntimeError with the whole ninja log in it
-            raise BuildFailed(compiler_errors(str(e))) from None
-        stamp.write_text(digest)
+        # Two checks of one exercise at once (pytest -n 8, two terminals): one builds, the other
+        # waits, so that neither empties the folder under the other's compiler. The lock file
+        # sits beside the folder, which the stamp check may remove.
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(directory.with_name(name + ".lock")):
+            if directory.exists() and (not stamp.exists() or stamp.read_text() != digest):
+                shutil.rmtree(directory)
+            directory.mkdir(parents=True, exist_ok=True)
+            try:
+                built = load(
+                    name=name,
+                    sources=[str(p) for p in compiled],
+                    # -fopenmp: at::parallel_for is a template that splits its range with OpenMP
+                    # pragmas, and they are compiled into *this* file; without the flag it runs the
+                    # whole range on one thread, silently.
+                    extra_cflags=["-O3", "-fopenmp"],
+                    extra_cuda_cflags=["-O3", "-lineinfo", "-Xcompiler", "-fopenmp"],
+                    extra_ldflags=["-fopenmp"],
+                    extra_include_paths=[str(exercise.folder)]
+                    + (cuda_include_paths() if with_cuda else []),
+                    build_directory=str(directory),
+                    with_cuda=with_cuda,
+                    # A TORCH_LIBRARY registration is loaded as a plain shared library; chapter 1's
+                    # pybind11 exercises are Python modules.
+                    is_python_module=library is None,
+                    verbose=False,
+                )
+            except Exception as e:  # torch raises RuntimeError with the whole ninja log in it
+                raise BuildFailed(compiler_errors(str(e))) from None
+            stamp.write_text(digest)
         if library is not None:
             built = getattr(torch.ops, library)
     if source.suffix == ".py":

@@ -1,21 +1,25 @@
-"""make gpu-check: every GPU claim of the course checked in one command, on a machine with a GPU.
+"""make gpu-check / make gpu-bench: every GPU claim of the course checked, on a machine with a GPU.
 
-    make gpu-check                    # with the course's .venv
+    make gpu-check                    # build, tests, sanitizers (a few minutes on 16 cores)
+    make gpu-bench                    # every chapter's benchmark.py and Nsight Compute profile
     make gpu-check PY=python3         # with an interpreter that already has torch (the GPU machine)
     python tools/gpu_check.py --out DIR --skip-sanitizer --skip-benchmarks
 
-Steps: the environment (make doctor's report), build every chapter (MAX_JOBS parallel jobs), run
-all tests with CUDA (the exercises' checker included), rerun the tests marked `sanitize` and the
-CUDA exercises' solutions (`--small`) under each compute-sanitizer tool, run every chapter's
-benchmark.py, and its profile_kernels.py under Nsight Compute where it has one. Writes
-gpu_check.json and gpu_check.md (device, versions, date, each step's result) and the benchmarks'
-own tables to --out (default: $OUT if set, else docs/perf/).
-Exits non-zero if any step failed.
+Steps: the environment (make doctor's report; an error stops the run, except a $CXX that links
+libstdc++ statically, for which the run takes the doctor's fix, CXX=c++, and says so), build every
+chapter (all at once, MAX_JOBS jobs each), run all tests with CUDA (the exercises' checker
+included) over --workers pytest-xdist workers, rerun the tests marked `sanitize` and the CUDA
+exercises' solutions (`--small`) under each compute-sanitizer tool (several at once), then, unless
+--skip-benchmarks, run every chapter's benchmark.py, and its profile_kernels.py under Nsight
+Compute where it has one (--only-benchmarks: just those). Writes gpu_check.json and gpu_check.md
+(device, versions, date, each step's result and seconds) and the benchmarks' own tables to --out
+(default: $OUT if set, else docs/perf/). Exits non-zero if any step failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import importlib.util
 import json
@@ -63,16 +67,29 @@ def load_doctor():
     return module
 
 
+_log_lock = threading.Lock()
+
+
 def run_step(
-    name: str, command: list[str], log: Path, timeout_s: int = 3600, env: dict | None = None
+    name: str,
+    command: list[str],
+    log: Path,
+    timeout_s: int = 3600,
+    env: dict | None = None,
+    stream: bool = True,
 ) -> dict:
     """Run one command, stream its output to the terminal and the log, return its result.
-    A step still running after timeout_s is killed and counts as failed (exit 124)."""
+    A step still running after timeout_s is killed and counts as failed (exit 124). With
+    stream=False (steps running side by side) the output goes to the log in one piece at the
+    end, and the terminal gets the step's last lines."""
     print(f"\n==== {name}: {' '.join(command)}", flush=True)
     start = time.perf_counter()
     lines: list[str] = []
+    header = f"\n==== {name}: {' '.join(command)}\n"
+    with _log_lock, log.open("a") as log_file:
+        if stream:
+            log_file.write(header)
     with log.open("a") as log_file:
-        log_file.write(f"\n==== {name}: {' '.join(command)}\n")
         process = subprocess.Popen(
             command,
             cwd=REPO,
@@ -85,8 +102,9 @@ def run_step(
         def copy_output() -> None:
             assert process.stdout is not None
             for line in process.stdout:
-                sys.stdout.write(line)
-                log_file.write(line)
+                if stream:
+                    sys.stdout.write(line)
+                    log_file.write(line)
                 lines.append(line.rstrip("\n"))
 
         reader = threading.Thread(target=copy_output, daemon=True)
@@ -100,6 +118,10 @@ def run_step(
             lines.append(f"killed after {timeout_s} s")
         reader.join(timeout=10)
     seconds = time.perf_counter() - start
+    if not stream:
+        with _log_lock, log.open("a") as log_file:
+            log_file.write(header + "".join(line + "\n" for line in lines))
+        print("\n".join(f"[{name}] {line}" for line in lines[-5:]), flush=True)
     status = "passed" if returncode == 0 else f"FAILED (exit {returncode})"
     print(f"==== {name}: {status} in {seconds:.1f} s", flush=True)
     return {
@@ -108,6 +130,13 @@ def run_step(
         "seconds": round(seconds, 1),
         "tail": lines[-5:],
     }
+
+
+def run_side_by_side(jobs: list[dict], log: Path, at_once: int) -> list[dict]:
+    """run_step(**job) for every job, `at_once` at a time; the results in the jobs' order."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=at_once) as pool:
+        futures = [pool.submit(run_step, log=log, stream=False, **job) for job in jobs]
+        return [f.result() for f in futures]
 
 
 def cuda_exercises() -> list[str]:
@@ -190,6 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-sanitizer", action="store_true")
     parser.add_argument("--skip-benchmarks", action="store_true")
     parser.add_argument(
+        "--only-benchmarks", action="store_true", help="the benchmarks and profiles alone"
+    )
+    parser.add_argument(
+        "--workers",
+        default="8",
+        help="pytest-xdist workers for the tests (pytest -n; 0: one process)",
+    )
+    parser.add_argument(
         "--benchmarks",
         nargs="+",
         metavar="CHAPTER",
@@ -213,6 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     doctor = load_doctor()
     env = doctor.collect()
     problems = doctor.diagnose(env)
+    fixed = ""
+    if (
+        any("libstdc++" in p.what for p in problems if p.severity == "error")
+        and os.environ.get("CXX", "c++") != "c++"
+    ):
+        # The doctor's fix for a $CXX that links libstdc++ statically (the course's GPU image):
+        # the system compiler. Set here, it holds for this run and the builds it starts.
+        os.environ["CXX"] = "c++"
+        env = doctor.collect()
+        problems = doctor.diagnose(env)
+        fixed = "; this run took the doctor's fix CXX=c++ (export it for your own builds)"
     report = doctor.format_report(env, problems)
     print(report)
     with log.open("a") as f:
@@ -223,135 +271,174 @@ def main(argv: list[str] | None = None) -> int:
             "step": "doctor",
             "returncode": 1 if errors else 0,
             "seconds": 0,
-            "summary": "; ".join(errors) or f"{len(problems)} warning(s), no error",
+            "summary": ("; ".join(errors) or f"{len(problems)} warning(s), no error") + fixed,
         }
     )
+    if fixed:
+        print(f"\ngpu-check: {fixed[2:]}")
+    if errors:
+        print("\ngpu-check stops here: the doctor found an error that would break the builds.")
+        write_results(args.out, steps, [])
+        return 2
 
-    for chapter in CHAPTERS:
-        for loader in sorted(chapter.glob("load_chapter*.py")):
-            steps.append(run_step(f"build {chapter.name}", [python, str(loader)], log))
+    if not args.only_benchmarks:
+        steps += build_test_sanitize(args, log, python)
+    benchmark_tables = [] if args.skip_benchmarks else benchmark(args, log, python, steps)
+    return write_results(args.out, steps, benchmark_tables)
+
+
+def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
+    """Build every chapter at once, run every test with CUDA, then the sanitizers."""
+    steps = []
+    builds = [
+        {"name": f"build {chapter.name}", "command": [python, str(loader)]}
+        for chapter in CHAPTERS
+        for loader in sorted([*chapter.glob("load_chapter*.py"), *chapter.glob("build_inplace.py")])
+    ]
+    steps += run_side_by_side(builds, log, at_once=len(builds))
+    for step in steps:
+        step.pop("tail")
 
     pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-rs"]
-    tests = run_step("tests (all, CUDA)", [*pytest, "tests", *map(str, CHAPTERS)], log)
+    workers = [] if args.workers == "0" else ["-n", args.workers]
+    if workers and importlib.util.find_spec("xdist") is None:
+        print("\ngpu-check: pytest-xdist is not installed; the tests run in one process")
+        workers = []
+    tests = run_step("tests (all, CUDA)", [*pytest, *workers, "tests", *map(str, CHAPTERS)], log)
     tests["summary"] = pytest_summary(tests.pop("tail"))
     steps.append(tests)
+    if args.skip_sanitizer:
+        return steps
 
-    if not args.skip_sanitizer:
-        sanitizer = shutil.which("compute-sanitizer")
-        collected = subprocess.run(
-            [*pytest, "-m", "sanitize", "--collect-only", "-q", *map(str, CHAPTERS)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
+    sanitizer = shutil.which("compute-sanitizer")
+    collected = subprocess.run(
+        [*pytest, "-m", "sanitize", "--collect-only", "-q", *map(str, CHAPTERS)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    if collected.returncode == 5:
+        print(
+            "\n==== compute-sanitizer: no test is marked `sanitize` yet (chapters with CUDA "
+            "kernels add theirs); nothing to run"
         )
-        if collected.returncode == 5:
-            print(
-                "\n==== compute-sanitizer: no test is marked `sanitize` yet (chapters with CUDA "
-                "kernels add theirs); nothing to run"
-            )
-        elif sanitizer is None:
-            steps.append(
+        return steps
+    if sanitizer is None:
+        steps.append(
+            {
+                "step": "compute-sanitizer",
+                "returncode": 127,
+                "seconds": 0,
+                "summary": "compute-sanitizer not found on PATH",
+            }
+        )
+        return steps
+    # Without PyTorch's caching allocator every tensor is its own cudaMalloc, so memcheck sees an
+    # access past a tensor's end and initcheck an unwritten one.
+    no_caching = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    jobs = []
+    for tool in SANITIZER_TOOLS:
+        jobs.append(
+            {
+                "name": f"compute-sanitizer --tool {tool}",
+                "command": [
+                    sanitizer,
+                    "--tool",
+                    tool,
+                    "--error-exitcode",
+                    "99",
+                    *pytest,
+                    "-q",
+                    "-m",
+                    "sanitize",
+                    *map(str, CHAPTERS),
+                ],
+                "env": no_caching,
+            }
+        )
+        # The CUDA exercises' reference solutions, through the checker at small sizes.
+        for exercise_id in cuda_exercises():
+            jobs.append(
                 {
-                    "step": "compute-sanitizer",
-                    "returncode": 127,
-                    "seconds": 0,
-                    "summary": "compute-sanitizer not found on PATH",
-                }
-            )
-        else:
-            for tool in SANITIZER_TOOLS:
-                step = run_step(
-                    f"compute-sanitizer --tool {tool}",
-                    [
+                    "name": f"compute-sanitizer --tool {tool} {exercise_id}",
+                    "command": [
                         sanitizer,
                         "--tool",
                         tool,
                         "--error-exitcode",
                         "99",
-                        *pytest,
-                        "-q",
-                        "-m",
-                        "sanitize",
-                        *map(str, CHAPTERS),
+                        python,
+                        str(REPO / "tools" / "check_exercise.py"),
+                        exercise_id,
+                        "--solution",
+                        "--small",
                     ],
-                    log,
-                    # Without PyTorch's caching allocator every tensor is its own cudaMalloc, so
-                    # memcheck sees an access past a tensor's end and initcheck an unwritten one.
-                    env={**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
-                )
-                step["summary"] = pytest_summary(step.pop("tail"))
-                steps.append(step)
-            # The CUDA exercises' reference solutions, through the checker at small sizes.
-            for exercise_id in cuda_exercises():
-                for tool in SANITIZER_TOOLS:
-                    step = run_step(
-                        f"compute-sanitizer --tool {tool} {exercise_id}",
-                        [
-                            sanitizer,
-                            "--tool",
-                            tool,
-                            "--error-exitcode",
-                            "99",
-                            python,
-                            str(REPO / "tools" / "check_exercise.py"),
-                            exercise_id,
-                            "--solution",
-                            "--small",
-                        ],
-                        log,
-                        env={**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
-                    )
-                    step["summary"] = next(
-                        (line for line in reversed(step.pop("tail")) if "ERROR SUMMARY" in line),
-                        None,
-                    )
-                    steps.append(step)
+                    "env": no_caching,
+                }
+            )
+    # Each run holds a GPU context and a sanitizer's bookkeeping, little of the GPU's time: four
+    # at once take about the time of the longest.
+    for step in run_side_by_side(jobs, log, at_once=4):
+        tail = step.pop("tail")
+        if "/" not in step["step"]:  # the chapters' tests, not an exercise
+            step["summary"] = pytest_summary(tail)
+        else:
+            step["summary"] = next(
+                (line for line in reversed(tail) if "ERROR SUMMARY" in line), None
+            )
+        steps.append(step)
+    return steps
 
-    benchmark_tables = []
-    if not args.skip_benchmarks:
-        bench_out = args.out / "benchmarks"
-        for chapter in CHAPTERS:
-            script = chapter / "benchmark.py"
-            if args.benchmarks and chapter.name not in args.benchmarks:
-                continue
-            if script.exists():
-                step = run_step(
-                    f"benchmark {chapter.name}", [python, str(script), "--out", str(bench_out)], log
-                )
-                step.pop("tail")
-                steps.append(step)
-            profile = chapter / "profile_kernels.py"
-            ncu = shutil.which("ncu")
-            if profile.exists() and ncu is not None:
-                report = bench_out / f"{chapter.name.split('_')[0]}_ncu.txt"
-                step = run_step(
-                    f"ncu {chapter.name}",
-                    [ncu, *NCU_ARGS, "--log-file", str(report), python, str(profile)],
-                    log,
-                )
-                step.pop("tail")
-                steps.append(step)
-                summary = subprocess.run(
-                    [python, str(chapter / "ncu_summary.py"), str(report)],
-                    capture_output=True,
-                    text=True,
-                )
-                report.with_suffix(".md").write_text(summary.stdout)
-        benchmark_tables = [p.read_text() for p in sorted(bench_out.glob("*.md"))]
 
+def benchmark(args, log: Path, python: str, steps: list[dict]) -> list[str]:
+    """Every chapter's benchmark.py (or those --benchmarks names) and its Nsight Compute profile;
+    the steps go to `steps`, the benchmarks' tables are returned."""
+    bench_out = args.out / "benchmarks"
+    for chapter in CHAPTERS:
+        if args.benchmarks and chapter.name not in args.benchmarks:
+            continue
+        script = chapter / "benchmark.py"
+        if script.exists():
+            step = run_step(
+                f"benchmark {chapter.name}", [python, str(script), "--out", str(bench_out)], log
+            )
+            step.pop("tail")
+            steps.append(step)
+        profile = chapter / "profile_kernels.py"
+        ncu = shutil.which("ncu")
+        if profile.exists() and ncu is not None:
+            report = bench_out / f"{chapter.name.split('_')[0]}_ncu.txt"
+            step = run_step(
+                f"ncu {chapter.name}",
+                [ncu, *NCU_ARGS, "--log-file", str(report), python, str(profile)],
+                log,
+            )
+            step.pop("tail")
+            steps.append(step)
+            summary = subprocess.run(
+                [python, str(chapter / "ncu_summary.py"), str(report)],
+                capture_output=True,
+                text=True,
+            )
+            report.with_suffix(".md").write_text(summary.stdout)
+    return [p.read_text() for p in sorted(bench_out.glob("*.md"))]
+
+
+def write_results(out: Path, steps: list[dict], benchmark_tables: list[str]) -> int:
+    """gpu_check.json and gpu_check.md in `out`; 1 if a step failed, else 0."""
     for step in steps:
         step.pop("tail", None)
     facts = device_facts()
-    (args.out / "gpu_check.json").write_text(
+    (out / "gpu_check.json").write_text(
         json.dumps({"device": facts, "steps": steps}, indent=2) + "\n"
     )
     summary = to_markdown(facts, steps, benchmark_tables)
-    (args.out / "gpu_check.md").write_text(summary)
+    (out / "gpu_check.md").write_text(summary)
     print("\n" + summary)
     failed = [s["step"] for s in steps if s["returncode"] != 0]
     print(
         f"gpu-check: {'FAILED: ' + ', '.join(failed) if failed else 'all steps passed'}; "
-        f"results in {args.out}"
+        f"results in {out}"
     )
     return 1 if failed else 0
 

@@ -73,22 +73,32 @@ void launch_gelu(const at::Tensor& x, at::Tensor& out) {
     vec /= 2;
   }
   constexpr int kThreads = 256;
-  // Enough blocks for every element's vector, capped at what fills an H100 several times over:
-  // the grid-stride loop covers the rest.
-  const int64_t blocks = std::min<int64_t>((numel / vec + kThreads) / kThreads, 132 * 16);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  // One launch of gelu_kernel<scalar_t, kVec>: enough blocks for every vector (and the tail), but
+  // no more than this GPU holds at once (the occupancy API: blocks per SM for this kernel, times
+  // the SMs); the grid-stride loop covers the rest.
+  auto launch = [&](auto kernel, int kVec) {
+    int device = 0, sm_count = 0, blocks_per_sm = 0;
+    C10_CUDA_CHECK(cudaGetDevice(&device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    C10_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kThreads, 0));
+    const int64_t blocks = std::min<int64_t>((numel / kVec + kThreads) / kThreads,
+                                             static_cast<int64_t>(sm_count) * blocks_per_sm);
+    kernel<<<blocks, kThreads, 0, stream>>>(x_data, out_data, numel);
+  };
   switch (vec) {
     case 8:
-      gelu_kernel<scalar_t, 8><<<blocks, kThreads, 0, stream>>>(x_data, out_data, numel);
+      launch(gelu_kernel<scalar_t, 8>, 8);
       break;
     case 4:
-      gelu_kernel<scalar_t, 4><<<blocks, kThreads, 0, stream>>>(x_data, out_data, numel);
+      launch(gelu_kernel<scalar_t, 4>, 4);
       break;
     case 2:
-      gelu_kernel<scalar_t, 2><<<blocks, kThreads, 0, stream>>>(x_data, out_data, numel);
+      launch(gelu_kernel<scalar_t, 2>, 2);
       break;
     default:
-      gelu_kernel<scalar_t, 1><<<blocks, kThreads, 0, stream>>>(x_data, out_data, numel);
+      launch(gelu_kernel<scalar_t, 1>, 1);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
