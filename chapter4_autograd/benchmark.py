@@ -6,8 +6,9 @@ PyTorch, torch.compile and the bytes floor; the LSTM cell against torch.nn.LSTMC
     python chapter4_autograd/benchmark.py --out DIR            # DIR/chapter4_cuda.{md,json}
 
 Three numbers per case. GPU ms: the median of CUDA-event timings, each run with a cold L2 and
-the GPU kept asleep for 5 ms first, long enough for the host to queue all of the run's
-kernels, so the events see the GPU's work and not the host's. Host ms: the CPU time to issue one
+the GPU kept asleep first, long enough for the host to queue all of the run's kernels (5 ms, or
+4 times the host's time for one call when that is longer: a busy machine), so the events see the
+GPU's work and not the host's; runs where the host was slower anyway are counted. Host ms: the CPU time to issue one
 forward + backward (Python, autograd, launches), measured while the GPU sleeps. Back-to-back ms:
 CUDA events around 20 calls in a row (median of 5 such loops), what a training loop gets, limited
 by the slower of the two.
@@ -52,10 +53,16 @@ class Timer:
     def measure(self, fn, runs: int = 30, loop: int = 20) -> dict:
         fn()
         torch.cuda.synchronize()
+        begin = time.perf_counter()
+        fn()
+        first_host_ms = (time.perf_counter() - begin) * 1e3
+        torch.cuda.synchronize()
+        sleep_ms = max(self.sleep_ms, 4 * first_host_ms)
+        sleep_cycles = int(self.sleep_cycles * sleep_ms / self.sleep_ms)
         events, host_ms = [], []
         for _ in range(runs):
             self.flush.zero_()
-            torch.cuda._sleep(self.sleep_cycles)
+            torch.cuda._sleep(sleep_cycles)
             pair = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             begin = time.perf_counter()  # CPU work only: the GPU is asleep while fn() issues
             pair[0].record()
@@ -65,11 +72,6 @@ class Timer:
             events.append(pair)
         torch.cuda.synchronize()
         host = statistics.median(host_ms)
-        if host > 0.8 * self.sleep_ms:
-            raise RuntimeError(
-                f"the host needs {host:.2f} ms to issue one call, about the GPU's "
-                f"{self.sleep_ms} ms sleep: the GPU time would include waiting for it"
-            )
 
         def back_to_back() -> None:
             for _ in range(loop):
@@ -77,6 +79,9 @@ class Timer:
 
         return {
             "gpu_ms": statistics.median(s.elapsed_time(e) for s, e in events),
+            # A run the host took longer to issue than the GPU slept: its GPU time includes
+            # waiting for the host.
+            "runs_host_not_hidden": sum(ms > sleep_ms for ms in host_ms),
             "host_ms": host,
             "loop_ms": statistics.median(event_ms(back_to_back) for _ in range(5)) / loop,
         }

@@ -8,8 +8,9 @@
 Steps: the environment (make doctor's report; an error stops the run, except a $CXX that links
 libstdc++ statically, for which the run takes the doctor's fix, CXX=c++, and says so), build every
 chapter (all at once, MAX_JOBS jobs each), run all tests with CUDA (the exercises' checker
-included) over --workers pytest-xdist workers, rerun the tests marked `sanitize` and the CUDA
-exercises' solutions (`--small`) under each compute-sanitizer tool (several at once), then, unless
+included) over --workers pytest-xdist workers and, beside them, rerun the tests marked
+`sanitize` and the CUDA exercises' solutions (`--small`) under each compute-sanitizer tool
+(several at once), then, unless
 --skip-benchmarks, run every chapter's benchmark.py, and its profile_kernels.py under Nsight
 Compute where it has one (--only-benchmarks: just those). Writes gpu_check.json and gpu_check.md
 (device, versions, date, each step's result and seconds) and the benchmarks' own tables to --out
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--workers",
-        default="8",
+        default="12",
         help="pytest-xdist workers for the tests (pytest -n; 0: one process)",
     )
     parser.add_argument(
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
-    """Build every chapter at once, run every test with CUDA, then the sanitizers."""
+    """Build every chapter at once, then run every test with CUDA, the sanitizers beside them."""
     steps = []
     builds = [
         {"name": f"build {chapter.name}", "command": [python, str(loader)]}
@@ -300,16 +301,29 @@ def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
         step.pop("tail")
 
     pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-rs"]
-    workers = [] if args.workers == "0" else ["-n", args.workers]
+    workers = [] if args.workers == "0" else ["-n", args.workers, "--dist", "worksteal"]
     if workers and importlib.util.find_spec("xdist") is None:
         print("\ngpu-check: pytest-xdist is not installed; the tests run in one process")
         workers = []
-    tests = run_step("tests (all, CUDA)", [*pytest, *workers, "tests", *map(str, CHAPTERS)], log)
-    tests["summary"] = pytest_summary(tests.pop("tail"))
-    steps.append(tests)
+    # The sanitizers run beside the tests: they hold a GPU context each and little of its time.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as background:
+        sanitizing = background.submit(sanitize, args, log, python, pytest)
+        tests = run_step(
+            "tests (all, CUDA)",
+            [*pytest, *workers, "--durations=15", "tests", *map(str, CHAPTERS)],
+            log,
+        )
+        tests["summary"] = pytest_summary(tests.pop("tail"))
+        steps.append(tests)
+        steps += sanitizing.result()
+    return steps
+
+
+def sanitize(args, log: Path, python: str, pytest: list[str]) -> list[dict]:
+    """The tests marked `sanitize` and the CUDA exercises' solutions under each tool."""
+    steps: list[dict] = []
     if args.skip_sanitizer:
         return steps
-
     sanitizer = shutil.which("compute-sanitizer")
     collected = subprocess.run(
         [*pytest, "-m", "sanitize", "--collect-only", "-q", *map(str, CHAPTERS)],
@@ -376,9 +390,9 @@ def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
                     "env": no_caching,
                 }
             )
-    # Each run holds a GPU context and a sanitizer's bookkeeping, little of the GPU's time: four
+    # Each run holds a GPU context and a sanitizer's bookkeeping, little of the GPU's time: a few
     # at once take about the time of the longest.
-    for step in run_side_by_side(jobs, log, at_once=4):
+    for step in run_side_by_side(jobs, log, at_once=3):
         tail = step.pop("tail")
         if "/" not in step["step"]:  # the chapters' tests, not an exercise
             step["summary"] = pytest_summary(tail)
