@@ -8,9 +8,9 @@
 Steps: the environment (make doctor's report; an error stops the run, except a $CXX that links
 libstdc++ statically, for which the run takes the doctor's fix, CXX=c++, and says so), build every
 chapter (all at once, MAX_JOBS jobs each), run all tests with CUDA (the exercises' checker
-included) over --workers pytest-xdist workers and, beside them, rerun the tests marked
-`sanitize` and the CUDA exercises' solutions (`--small`) under each compute-sanitizer tool
-(several at once), then, unless
+included) over --workers pytest-xdist workers, then rerun the tests marked `sanitize` and the
+CUDA exercises' solutions (`--small`) under each compute-sanitizer tool (four runs at once),
+then, unless
 --skip-benchmarks, run every chapter's benchmark.py, and its profile_kernels.py under Nsight
 Compute where it has one (--only-benchmarks: just those). Writes gpu_check.json and gpu_check.md
 (device, versions, date, each step's result and seconds) and the benchmarks' own tables to --out
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
-    """Build every chapter at once, then run every test with CUDA, the sanitizers beside them."""
+    """Build every chapter at once, then run every test with CUDA, then the sanitizers."""
     steps = []
     builds = [
         {"name": f"build {chapter.name}", "command": [python, str(loader)]}
@@ -305,18 +305,15 @@ def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
     if workers and importlib.util.find_spec("xdist") is None:
         print("\ngpu-check: pytest-xdist is not installed; the tests run in one process")
         workers = []
-    # The sanitizers run beside the tests: they hold a GPU context each and little of its time.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as background:
-        sanitizing = background.submit(sanitize, args, log, python, pytest)
-        tests = run_step(
-            "tests (all, CUDA)",
-            [*pytest, *workers, "--durations=15", "tests", *map(str, CHAPTERS)],
-            log,
-        )
-        tests["summary"] = pytest_summary(tests.pop("tail"))
-        steps.append(tests)
-        steps += sanitizing.result()
-    return steps
+    tests = run_step(
+        "tests (all, CUDA)",
+        [*pytest, *workers, "--durations=15", "tests", *map(str, CHAPTERS)],
+        log,
+    )
+    tests["summary"] = pytest_summary(tests.pop("tail"))
+    steps.append(tests)
+    # After the tests, not beside them: run beside, the two slowed each other past their sum.
+    return steps + sanitize(args, log, python, pytest)
 
 
 def sanitize(args, log: Path, python: str, pytest: list[str]) -> list[dict]:
@@ -392,7 +389,7 @@ def sanitize(args, log: Path, python: str, pytest: list[str]) -> list[dict]:
             )
     # Each run holds a GPU context and a sanitizer's bookkeeping, little of the GPU's time: a few
     # at once take about the time of the longest.
-    for step in run_side_by_side(jobs, log, at_once=3):
+    for step in run_side_by_side(jobs, log, at_once=4):
         tail = step.pop("tail")
         if "/" not in step["step"]:  # the chapters' tests, not an exercise
             step["summary"] = pytest_summary(tail)
