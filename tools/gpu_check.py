@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--workers",
-        default="12",
+        default="8",
         help="pytest-xdist workers for the tests (pytest -n; 0: one process)",
     )
     parser.add_argument(
@@ -301,7 +301,7 @@ def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
         step.pop("tail")
 
     pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-rs"]
-    workers = [] if args.workers == "0" else ["-n", args.workers, "--dist", "worksteal"]
+    workers = [] if args.workers == "0" else ["-n", args.workers]
     if workers and importlib.util.find_spec("xdist") is None:
         print("\ngpu-check: pytest-xdist is not installed; the tests run in one process")
         workers = []
