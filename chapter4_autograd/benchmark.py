@@ -7,8 +7,9 @@ PyTorch, torch.compile and the bytes floor; the LSTM cell against torch.nn.LSTMC
 
 Three numbers per case. GPU ms: the median of CUDA-event timings, each run with a cold L2 and
 the GPU kept asleep first, long enough for the host to queue all of the run's kernels (5 ms, or
-4 times the host's time for one call when that is longer: a busy machine), so the events see the
-GPU's work and not the host's; runs where the host was slower anyway are counted. Host ms: the CPU time to issue one
+4 times the host's time for one call when that is longer, as on a busy machine, up to 100 ms),
+so the events see the GPU's work and not the host's; runs where the host was slower anyway are
+counted. Host ms: the CPU time to issue one
 forward + backward (Python, autograd, launches), measured while the GPU sleeps. Back-to-back ms:
 CUDA events around 20 calls in a row (median of 5 such loops), what a training loop gets, limited
 by the slower of the two.
@@ -53,11 +54,14 @@ class Timer:
     def measure(self, fn, runs: int = 30, loop: int = 20) -> dict:
         fn()
         torch.cuda.synchronize()
-        begin = time.perf_counter()
-        fn()
-        first_host_ms = (time.perf_counter() - begin) * 1e3
-        torch.cuda.synchronize()
-        sleep_ms = max(self.sleep_ms, 4 * first_host_ms)
+        first_host_ms = []
+        for _ in range(3):
+            begin = time.perf_counter()
+            fn()
+            first_host_ms.append((time.perf_counter() - begin) * 1e3)
+            torch.cuda.synchronize()
+        # 4 times the host's time, within [5 ms, 100 ms]: a long sleep per run adds up fast.
+        sleep_ms = min(max(self.sleep_ms, 4 * statistics.median(first_host_ms)), 100.0)
         sleep_cycles = int(self.sleep_cycles * sleep_ms / self.sleep_ms)
         events, host_ms = [], []
         for _ in range(runs):
