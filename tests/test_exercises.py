@@ -9,6 +9,7 @@ read their results.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -80,6 +81,11 @@ def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
         return dict(zip(jobs, results, strict=True))
 
 
+# Under pytest -n (make gpu-check: --dist loadgroup), the tests that read checker_runs share one
+# worker: the fixture runs the checker for every exercise, and a worker of its own per test would
+# run them all again, once per worker.
+SHARES_CHECKER_RUNS = pytest.mark.xdist_group("exercise_checker")
+
 # The exercises whose checks end with a benchmark (on a GPU: a target fraction of copy_).
 BENCHMARKED = [
     ex
@@ -90,6 +96,7 @@ BENCHMARKED = [
 
 @pytest.mark.slow
 @pytest.mark.cuda
+@SHARES_CHECKER_RUNS
 @pytest.mark.parametrize("exercise_id", BENCHMARKED)
 def test_reference_solution_reaches_its_speed_target(exercise_id, checker_runs):
     # One at a time, after checker_runs has built everything: the GPU is this run's alone.
@@ -116,15 +123,19 @@ def test_exercise_has_a_todo_stub_and_a_solution(exercise_id):
 
 
 @pytest.mark.slow
+@SHARES_CHECKER_RUNS
 @pytest.mark.parametrize("exercise_id", EXERCISES)
 def test_reference_solution_passes_the_checker(exercise_id, checker_runs):
     result = checker_runs[(exercise_id, "solution")]
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"{exercise_id}: PASSED" in result.stdout
+    # Without a GPU, a CUDA exercise's kernel does not run: passed on the CPU, not graded.
+    ungraded = grading.cuda_skip_reason() and f"{exercise_id}: CPU CHECKS PASSED" in result.stdout
+    assert f"{exercise_id}: PASSED" in result.stdout or ungraded, result.stdout
     assert "  FAIL  " not in result.stdout
 
 
 @pytest.mark.slow
+@SHARES_CHECKER_RUNS
 @pytest.mark.parametrize("exercise_id", EXERCISES)
 def test_untouched_stub_fails_the_checker(exercise_id, checker_runs):
     result = checker_runs[(exercise_id, "stub")]
@@ -182,3 +193,89 @@ def test_expect_error_says_what_came_instead():
         grading.expect_error(lambda: None, "x must be")
     with pytest.raises(grading.CheckFailed, match="got: 'other message'"):
         grading.expect_error(lambda: (_ for _ in ()).throw(RuntimeError("other message")), "x")
+
+
+# ---- the checker on broken code: a loop that never ends, a crash, an empty kernel ---------------
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """The command lines of running processes that contain `text` (Linux: /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if text in command:
+                found.append(command)
+    return found
+
+
+def solution_with(exercise_id: str, tmp_path: Path, old: str, new: str) -> Path:
+    """The reference solution with `old` replaced by `new`, written to tmp_path."""
+    exercise = check_exercise.find_exercise(exercise_id)
+    text = exercise.solution.read_text()
+    assert old in text, f"{exercise_id}'s solution no longer contains {old!r}"
+    broken = tmp_path / exercise.source
+    broken.write_text(text.replace(old, new, 1))
+    return broken
+
+
+@pytest.mark.slow
+def test_checker_stops_a_check_that_never_ends_and_leaves_no_process(tmp_path):
+    source = solution_with(
+        "ch1/keyword_args",
+        tmp_path,
+        "  std::vector<double> out(values.size());",
+        "  for (volatile int spin = 0; spin >= 0; spin += 0) {\n  }\n"
+        "  std::vector<double> out(values.size());",
+    )
+    result = subprocess.run(
+        [sys.executable, str(CHECKER), "ch1/keyword_args", "--source", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**os.environ, "EXERCISE_CHECK_TIMEOUT": "5"},
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(r"^  TIMEOUT  ", result.stdout, flags=re.M), result.stdout
+    assert "ch1/keyword_args: NOT YET (timed out)" in result.stdout
+    assert processes_mentioning(str(source)) == [], "the checker left its child running"
+
+
+@pytest.mark.slow
+def test_checker_names_the_check_a_crash_happened_in_and_shows_its_stack(tmp_path):
+    source = solution_with(
+        "ch1/keyword_args",
+        tmp_path,
+        "  std::vector<double> out(values.size());",
+        "  *static_cast<volatile int*>(nullptr) = 0;\n  std::vector<double> out(values.size());",
+    )
+    result = run_checker("ch1/keyword_args", "--source", str(source))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(r"^  CRASH  ", result.stdout, flags=re.M), result.stdout
+    assert "SIGSEGV" in result.stdout
+    # faulthandler in the child: what it printed last is the Python stack at the crash.
+    assert "Segmentation fault" in result.stdout.split("What it printed last:")[1], result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the verdict without a GPU")
+def test_an_empty_cuda_kernel_is_not_graded_without_a_gpu(tmp_path):
+    source = solution_with(
+        "ch3/gelu",
+        tmp_path,
+        "  for (int64_t v = first; v < num_vecs; v += stride) {",
+        "  return;  // an empty kernel: writes nothing\n"
+        "  for (int64_t v = first; v < num_vecs; v += stride) {",
+    )
+    result = run_checker("ch3/gelu", "--source", str(source))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ch3/gelu: CPU CHECKS PASSED" in result.stdout
+    assert "not graded" in result.stdout
+    assert "ch3/gelu: PASSED" not in result.stdout
+
+
+def test_a_misspelt_exercise_gets_a_did_you_mean():
+    result = run_checker("ch1/keyword-args")
+    assert result.returncode == 3
+    assert "did you mean ch1/keyword_args?" in result.stdout

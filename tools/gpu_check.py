@@ -301,7 +301,8 @@ def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
         step.pop("tail")
 
     pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-rs"]
-    workers = [] if args.workers == "0" else ["-n", args.workers]
+    # loadgroup: tests marked xdist_group (the exercises' checker runs) share a worker.
+    workers = [] if args.workers == "0" else ["-n", args.workers, "--dist", "loadgroup"]
     if workers and importlib.util.find_spec("xdist") is None:
         print("\ngpu-check: pytest-xdist is not installed; the tests run in one process")
         workers = []
@@ -347,46 +348,20 @@ def sanitize(args, log: Path, python: str, pytest: list[str]) -> list[dict]:
     # Without PyTorch's caching allocator every tensor is its own cudaMalloc, so memcheck sees an
     # access past a tensor's end and initcheck an unwritten one.
     no_caching = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
-    jobs = []
-    for tool in SANITIZER_TOOLS:
-        jobs.append(
-            {
-                "name": f"compute-sanitizer --tool {tool}",
-                "command": [
-                    sanitizer,
-                    "--tool",
-                    tool,
-                    "--error-exitcode",
-                    "99",
-                    *pytest,
-                    "-q",
-                    "-m",
-                    "sanitize",
-                    *map(str, CHAPTERS),
-                ],
-                "env": no_caching,
-            }
-        )
-        # The CUDA exercises' reference solutions, through the checker at small sizes.
-        for exercise_id in cuda_exercises():
-            jobs.append(
-                {
-                    "name": f"compute-sanitizer --tool {tool} {exercise_id}",
-                    "command": [
-                        sanitizer,
-                        "--tool",
-                        tool,
-                        "--error-exitcode",
-                        "99",
-                        python,
-                        str(REPO / "tools" / "check_exercise.py"),
-                        exercise_id,
-                        "--solution",
-                        "--small",
-                    ],
-                    "env": no_caching,
-                }
-            )
+    checker = [python, str(REPO / "tools" / "check_exercise.py")]
+    # Per tool: the chapters' `sanitize` tests, then the CUDA exercises' reference solutions
+    # through the checker at small sizes.
+    runs = {"": [*pytest, "-q", "-m", "sanitize", *map(str, CHAPTERS)]}
+    runs.update({f" {ex}": [*checker, ex, "--solution", "--small"] for ex in cuda_exercises()})
+    jobs = [
+        {
+            "name": f"compute-sanitizer --tool {tool}{label}",
+            "command": [sanitizer, "--tool", tool, "--error-exitcode", "99", *command],
+            "env": no_caching,
+        }
+        for tool in SANITIZER_TOOLS
+        for label, command in runs.items()
+    ]
     # Each run holds a GPU context and a sanitizer's bookkeeping, little of the GPU's time: a few
     # at once take about the time of the longest.
     for step in run_side_by_side(jobs, log, at_once=4):
