@@ -6,7 +6,7 @@
 one module, `chapter3`. With no nvcc, or a CPU-only torch, only `ops.cpp` is built and every op
 runs on the CPU (the module's `built_with_cuda` says which). On a machine without a GPU the CUDA
 code still compiles: torch needs TORCH_CUDA_ARCH_LIST then (the Makefile sets it; lesson:
-"Building for a GPU you do not have").
+"Building CUDA code, with or without a GPU").
 """
 
 from __future__ import annotations

@@ -310,3 +310,18 @@ def test_collect_reads_the_facts_of_this_machine(tmp_path, monkeypatch):
     assert (env.other_builds, env.lock_files) == ((), ())
     if env.nvcc_path is not None and env.nvcc_version is not None:
         assert env.nvcc_version.count(".") == 1
+
+
+def test_an_arch_nvcc_no_longer_compiles_is_an_error(healthy):
+    """nvcc 13 starts at compute_75: a list with 7.0 (V100) fails at the first .cu file."""
+    env = dataclasses.replace(
+        healthy, arch_list_env="9.0;7.0", nvcc_arches=("7.5", "8.0", "8.6", "9.0", "12.0")
+    )
+    (problem,) = errors(env)
+    assert "asks for 7.0" in problem.what and "Unsupported gpu architecture" in problem.what
+    assert "drop 7.0" in problem.fix
+    assert errors(dataclasses.replace(env, arch_list_env="9.0")) == []
+
+
+def test_ninja_default_job_count_follows_ninja():
+    assert [doctor.ninja_default_jobs(n) for n in (1, 2, 16)] == [2, 3, 18]

@@ -81,6 +81,8 @@ class Environment:
     build_tag: str  # this torch's folder under extensions_root
     other_builds: tuple[str, ...]  # folders of extensions_root that are not build_tag
     lock_files: tuple[str, ...]  # `lock` files left in build folders
+    # What `nvcc --list-gpu-arch` accepts, as "7.5", "8.0", ...; None: not asked (no nvcc).
+    nvcc_arches: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,20 @@ def _nvcc_version(nvcc: str | None) -> str | None:
     output = _run([nvcc, "--version"]) if nvcc else None
     match = re.search(r"release (\d+\.\d+)", output or "")
     return match.group(1) if match else None
+
+
+def _nvcc_arches(nvcc: str | None) -> tuple[str, ...] | None:
+    """The compute capabilities this nvcc compiles for: compute_75 -> "7.5" (nvcc 13 dropped
+    7.0 and older)."""
+    output = _run([nvcc, "--list-gpu-arch"]) if nvcc else None
+    found = re.findall(r"compute_(\d+)(\d)\b", output or "")
+    return tuple(f"{major}.{minor}" for major, minor in found) or None
+
+
+def ninja_default_jobs(cpu_count: int | None) -> int:
+    """How many compiles ninja runs at once when nothing says (ninja's GuessParallelism)."""
+    cpus = cpu_count or 1
+    return 2 if cpus <= 1 else 3 if cpus == 2 else cpus + 2
 
 
 def _ninja_version() -> str | None:
@@ -281,6 +297,7 @@ def collect() -> Environment:
         build_tag=tag,
         other_builds=other_builds,
         lock_files=lock_files,
+        nvcc_arches=_nvcc_arches(nvcc),
     )
 
 
@@ -395,6 +412,28 @@ def _diagnose_cuda(env: Environment) -> list[Problem]:
                 "with 'Unknown CUDA arch'",
                 "use compute capabilities separated by ';' or spaces, e.g. "
                 '`export TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX"`',
+            )
+        )
+    elif (
+        arch_list is not None
+        and env.nvcc_arches
+        and (
+            refused := [
+                f"{major}.{minor}"
+                for major, minor, _, _ in parse_arch_list(arch_list) or []
+                if f"{major}.{minor}" not in env.nvcc_arches
+            ]
+        )
+    ):
+        problems.append(
+            Problem(
+                "error",
+                f"TORCH_CUDA_ARCH_LIST={arch_list!r} asks for {', '.join(refused)}, which nvcc "
+                f"{env.nvcc_version} does not compile for (it accepts {env.nvcc_arches[0]} to "
+                f"{env.nvcc_arches[-1]}): builds fail with 'nvcc fatal : Unsupported gpu "
+                "architecture'",
+                f"drop {', '.join(refused)} from the list (an older CUDA toolkit still builds for "
+                "it, with a torch built for that CUDA)",
             )
         )
     elif not env.gpus and arch_list is None:
@@ -598,8 +637,9 @@ def format_report(env: Environment, problems: list[Problem]) -> str:
         rows.append(
             (
                 "MAX_JOBS",
-                f"(unset): torch lets ninja run ~1 compile per core ({env.cpu_count or '?'} "
-                "here); CUDA compiles take 1-2 GB each, so on a small machine set MAX_JOBS=2",
+                f"(unset): ninja runs {ninja_default_jobs(env.cpu_count)} compiles at once on "
+                f"these {env.cpu_count or '?'} cores; CUDA compiles take 1-2 GB each, so on a small "
+                "machine set MAX_JOBS=2",
             )
         )
     rows.append(("extensions", f"{env.extensions_root}/{env.build_tag}"))
