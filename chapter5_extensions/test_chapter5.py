@@ -915,6 +915,16 @@ def test_cheap_ops_record_no_node_when_no_gradient_is_needed(name, device, gener
         assert op(x.requires_grad_(), b.requires_grad_()).grad_fn is None
 
 
+def test_a_forward_mode_tangent_is_refused_not_dropped(device, generator):
+    """The ops have no forward-mode formula: a dual tensor gets an error that says so (from
+    torch::autograd::Function), never an output whose tangent silently vanished."""
+    import torch.autograd.forward_ad as fwAD
+
+    x = random((4, 8), torch.float64, device, generator)
+    with fwAD.dual_level(), pytest.raises(RuntimeError, match="jvp is not implemented"):
+        custom_ops.relu(fwAD.make_dual(x, torch.ones_like(x)))
+
+
 def test_fused_bias_relu_gives_a_gradient_to_bias_alone(device, generator):
     """With only bias requiring grad, the node is recorded all the same (one input is enough)
     and bias's gradient matches PyTorch's."""

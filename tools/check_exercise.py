@@ -255,10 +255,16 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
                 time.sleep(0.1)
 
         threading.Thread(target=watchdog, daemon=True).start()
+        # A SIGTERM (a CI job cancelled, `timeout`) ends this process through the finally below,
+        # which stops the child too: in its own session, it would not get the signal itself.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         try:
             for line in child.stdout:
                 if line.startswith(MARK + "built"):
                     built = True
+                elif line.startswith(MARK + "done"):
+                    deadline[0] = None
                 elif line.startswith(MARK + "running "):
                     running = line.removeprefix(MARK + "running ").strip()
                     limit = CHECK_TIME_LIMIT_S * (3 if running == "benchmark" else 1)
@@ -267,9 +273,11 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
                     print(line, end="", flush=True)
             returncode = child.wait()
         except KeyboardInterrupt:
-            stop_process_group(child)
             print(f"\n{exercise_id}: interrupted; the check and all it started are stopped")
             return 130
+        finally:
+            if child.poll() is None:
+                stop_process_group(child)
         stderr.seek(0)
         errors = stderr.read()
     if timed_out.is_set():
@@ -295,7 +303,10 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
         return 2
     print(f"  CRASH  {running or 'after the last check above'}")
     print(f"        the process died ({why}) in this check. What it printed last:")
-    print("\n".join(f"        {line}" for line in lines[-12:]))
+    # faulthandler's report lists the newest frame first: show it from its top.
+    top = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
+    shown = lines[top : top + 16] if top is not None else lines[-12:]
+    print("\n".join(f"        {line}" for line in shown))
     print(f"{exercise_id}: NOT YET (it crashed). Fix the crash first.")
     return 1
 
@@ -332,6 +343,7 @@ def check_in_this_process(exercise_id: str, source: Path, variant: str, benchmar
         else:
             before("benchmark")
             outcomes += [show(o) for o in grading.run_benchmark(exercise.check, ops)]
+    print(MARK + "done", flush=True)  # the checks are over: no time limit from here
     failed = [o for o in outcomes if o.status == "FAIL"]
     skipped = [o for o in outcomes if o.status == "SKIP"]
     passed = len(outcomes) - len(failed) - len(skipped)

@@ -348,6 +348,8 @@ def sanitize(args, log: Path, python: str, pytest: list[str]) -> list[dict]:
     # Without PyTorch's caching allocator every tensor is its own cudaMalloc, so memcheck sees an
     # access past a tensor's end and initcheck an unwritten one.
     no_caching = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    # A sanitizer slows a check many times over: the checker's per-check limit goes up to match.
+    no_caching["EXERCISE_CHECK_TIMEOUT"] = "900"
     checker = [python, str(REPO / "tools" / "check_exercise.py")]
     # Per tool: the chapters' `sanitize` tests, then the CUDA exercises' reference solutions
     # through the checker at small sizes.

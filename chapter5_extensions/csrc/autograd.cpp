@@ -16,14 +16,17 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Whether autograd must record this call: grad mode is on and an input requires grad. PyTorch's
-// own (generated) autograd kernels ask this first and build a graph node only then. Function::apply
-// builds one on every call (the node, its edges, the context), a microsecond or more of host work
-// that a call on tensors needing no gradient throws away (call_cost.py measures it). So each op's
-// Autograd kernel below asks first, and otherwise goes straight to the kernel.
+// Whether autograd must see this call: grad mode is on and an input requires grad, or an input
+// carries a forward-mode tangent (torch.autograd.forward_ad; Function::apply refuses those with an
+// error, where the kernel alone would drop the tangent). PyTorch's own (generated) autograd
+// kernels ask first and build a graph node only then. Function::apply allocates one on every call
+// (the node, its edges, the context), a microsecond or more of host work that a call on tensors
+// needing no gradient throws away (call_cost.py measures it). So each op's Autograd kernel below
+// asks first, and otherwise goes straight to the kernel.
 template <typename... Tensors>
 bool records_graph(const Tensors&... inputs) {
-  return at::GradMode::is_enabled() && (inputs.requires_grad() || ...);
+  return (at::GradMode::is_enabled() && (inputs.requires_grad() || ...)) ||
+         (inputs._fw_grad(/*level=*/0).defined() || ...);
 }
 
 // Each op's CPU, CUDA or fake kernel, reached through the op's handle (looked up once) below the
