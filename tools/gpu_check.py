@@ -68,6 +68,7 @@ def load_doctor():
     return module
 
 
+# Steps running side by side write their output to the log one at a time, each in one piece.
 _log_lock = threading.Lock()
 
 
@@ -87,10 +88,9 @@ def run_step(
     start = time.perf_counter()
     lines: list[str] = []
     header = f"\n==== {name}: {' '.join(command)}\n"
-    with _log_lock, log.open("a") as log_file:
+    with log.open("a") as log_file:
         if stream:
             log_file.write(header)
-    with log.open("a") as log_file:
         process = subprocess.Popen(
             command,
             cwd=REPO,
