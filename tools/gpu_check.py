@@ -194,7 +194,9 @@ def device_facts() -> dict:
     return facts
 
 
-def to_markdown(facts: dict, steps: list[dict], benchmark_tables: list[str]) -> str:
+def to_markdown(
+    facts: dict, steps: list[dict], benchmark_tables: list[str], wall_s: float
+) -> str:
     gpus = ", ".join(f"{g['name']} (sm_{g['capability'].replace('.', '')})" for g in facts["gpus"])
     lines = [
         "# make gpu-check",
@@ -208,12 +210,15 @@ def to_markdown(facts: dict, steps: list[dict], benchmark_tables: list[str]) -> 
     for s in steps:
         result = "passed" if s["returncode"] == 0 else f"FAILED ({s['returncode']})"
         lines.append(f"| {s['step']} | {result} | {s['seconds']} | {s.get('summary') or ''} |")
+    # Builds and sanitizer runs overlap, so the steps' seconds add up to more than this.
+    lines += ["", f"Wall time, start to end: {wall_s:.0f} s ({wall_s / 60:.1f} min)."]
     for table in benchmark_tables:
         lines += ["", table]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_out = os.environ.get("OUT") or str(REPO / "docs" / "perf")
     parser.add_argument("--out", type=Path, default=Path(default_out))
@@ -279,13 +284,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ngpu-check: {fixed[2:]}")
     if errors:
         print("\ngpu-check stops here: the doctor found an error that would break the builds.")
-        write_results(args.out, steps, [])
+        write_results(args.out, steps, [], time.monotonic() - started)
         return 2
 
     if not args.only_benchmarks:
         steps += build_test_sanitize(args, log, python)
     benchmark_tables = [] if args.skip_benchmarks else benchmark(args, log, python, steps)
-    return write_results(args.out, steps, benchmark_tables)
+    return write_results(args.out, steps, benchmark_tables, time.monotonic() - started)
 
 
 def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
@@ -412,15 +417,17 @@ def benchmark(args, log: Path, python: str, steps: list[dict]) -> list[str]:
     return [p.read_text() for p in sorted(bench_out.glob("*.md"))]
 
 
-def write_results(out: Path, steps: list[dict], benchmark_tables: list[str]) -> int:
+def write_results(
+    out: Path, steps: list[dict], benchmark_tables: list[str], wall_s: float
+) -> int:
     """gpu_check.json and gpu_check.md in `out`; 1 if a step failed, else 0."""
     for step in steps:
         step.pop("tail", None)
     facts = device_facts()
     (out / "gpu_check.json").write_text(
-        json.dumps({"device": facts, "steps": steps}, indent=2) + "\n"
+        json.dumps({"device": facts, "steps": steps, "wall_s": round(wall_s, 1)}, indent=2) + "\n"
     )
-    summary = to_markdown(facts, steps, benchmark_tables)
+    summary = to_markdown(facts, steps, benchmark_tables, wall_s)
     (out / "gpu_check.md").write_text(summary)
     print("\n" + summary)
     failed = [s["step"] for s in steps if s["returncode"] != 0]
