@@ -99,6 +99,8 @@ OPS = [
     "lstm_cell",
     "lstm_cell_backward",
     "conv_rnn",
+    "lstm",
+    "lstm_backward",
 ]
 
 

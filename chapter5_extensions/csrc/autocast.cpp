@@ -52,6 +52,20 @@ LstmOut lstm_cell_autocast(const at::Tensor& x, const at::Tensor& h, const at::T
                  lower<kDevice>(w_hh), lower<kDevice>(b_ih), lower<kDevice>(b_hh));
 }
 
+using LstmLayerOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+template <c10::DeviceType kDevice>
+LstmLayerOut lstm_autocast(const at::Tensor& x, const at::Tensor& h0, const at::Tensor& c0,
+                           const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& b_ih,
+                           const at::Tensor& b_hh) {
+  static const auto op = op_handle<LstmLayerOut(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, const at::Tensor&)>("custom_ops::lstm");
+  const auto guard = no_autocast<kDevice>();
+  return op.call(lower<kDevice>(x), lower<kDevice>(h0), lower<kDevice>(c0), lower<kDevice>(w_ih),
+                 lower<kDevice>(w_hh), lower<kDevice>(b_ih), lower<kDevice>(b_hh));
+}
+
 template <c10::DeviceType kDevice>
 at::Tensor conv_rnn_autocast(const at::Tensor& x, const at::Tensor& kernel,
                              const at::Tensor& hidden) {
@@ -75,6 +89,7 @@ TORCH_LIBRARY_IMPL(custom_ops, AutocastCUDA, m) {
   constexpr auto kCUDA = c10::DeviceType::CUDA;
   m.impl("fused_bias_relu", &fused_bias_relu_autocast<kCUDA>);
   m.impl("lstm_cell", &lstm_cell_autocast<kCUDA>);
+  m.impl("lstm", &lstm_autocast<kCUDA>);  // torch.nn.LSTM runs in bfloat16 too (cuDNN's RNN)
   m.impl("conv_rnn", &conv_rnn_autocast<kCUDA>);
   m.impl("reduce_sum", &reduce_sum_autocast<kCUDA>);
 }
@@ -83,6 +98,7 @@ TORCH_LIBRARY_IMPL(custom_ops, AutocastCPU, m) {
   constexpr auto kCPU = c10::DeviceType::CPU;
   m.impl("fused_bias_relu", &fused_bias_relu_autocast<kCPU>);
   m.impl("lstm_cell", &lstm_cell_autocast<kCPU>);
+  m.impl("lstm", &lstm_autocast<kCPU>);  // CPU autocast lowers torch.nn.LSTM as well
   m.impl("conv_rnn", &conv_rnn_autocast<kCPU>);
 }
 

@@ -28,4 +28,12 @@ TORCH_LIBRARY(custom_ops, m) {
       "Tensor w_ih, Tensor w_hh, Tensor gates, Tensor tanh_c) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("conv_rnn(Tensor x, Tensor kernel, Tensor hidden) -> Tensor");
+  // A whole LSTM layer: -> y, h_n, c_n, and the gates and cell states that lstm_backward reads.
+  m.def(
+      "lstm(Tensor x, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor b_ih, Tensor b_hh) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "lstm_backward(Tensor grad_y, Tensor grad_hn, Tensor grad_cn, Tensor x, Tensor h0, "
+      "Tensor w_ih, Tensor w_hh, Tensor y, Tensor gates, Tensor cs) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
 }

@@ -19,16 +19,18 @@ except ImportError as error:
         "custom_ops._C is not built: pip install --no-build-isolation ./chapter5_extensions, or "
         "python chapter5_extensions/build_inplace.py for the course's in-place build"
     ) from error
-from .modules import ConvRNN, FusedBiasReLU, LSTMCell
-from .ops import conv_rnn, fused_bias_relu, lstm_cell, reduce_sum, relu
+from .modules import LSTM, ConvRNN, FusedBiasReLU, LSTMCell
+from .ops import conv_rnn, fused_bias_relu, lstm, lstm_cell, reduce_sum, relu
 
 __all__ = [
+    "LSTM",
     "ConvRNN",
     "FusedBiasReLU",
     "LSTMCell",
     "built_with_cuda",
     "conv_rnn",
     "fused_bias_relu",
+    "lstm",
     "lstm_cell",
     "reduce_sum",
     "relu",

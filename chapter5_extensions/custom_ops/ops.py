@@ -140,6 +140,79 @@ torch.library.register_autograd(
     "custom_ops::lstm_cell", _lstm_backward, setup_context=_lstm_setup_context
 )
 
+# ---- lstm: a whole layer -----------------------------------------------------------------------
+
+
+def lstm(
+    x: Tensor, h0: Tensor, c0: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One LSTM layer over a whole sequence, (y, h_n, c_n). x (T, B, I), time first; h0 and c0
+    (B, H); w_ih (4H, I), w_hh (4H, H), b_ih and b_hh (4H,), gates i, f, g, o as in torch.nn.LSTM.
+    y (T, B, H) holds h_1 .. h_T. On CUDA, float32 products use TF32 exactly when torch.nn.LSTM's
+    would (torch.backends.cudnn.rnn.fp32_precision)."""
+    y, h_n, c_n, _, _ = ops.lstm.default(x, h0, c0, w_ih, w_hh, b_ih, b_hh)
+    return y, h_n, c_n
+
+
+def _compute_dtype(t: Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+@torch.library.register_fake("custom_ops::lstm")
+def _(x, h0, c0, w_ih, w_hh, b_ih, b_hh):
+    torch._check(x.dim() == 3, lambda: "lstm: x must be 3-D (time, batch, features)")
+    torch._check(w_hh.dim() == 2, lambda: "lstm: w_hh must be 2-D")
+    steps, batch, _ = x.shape
+    hidden = w_hh.shape[1]
+    torch._check(
+        w_ih.shape == (4 * hidden, x.shape[2]),
+        lambda: f"lstm: w_ih must have shape [{4 * hidden}, {x.shape[2]}], got {tuple(w_ih.shape)}",
+    )
+    torch._check(
+        h0.shape == (batch, hidden) and c0.shape == (batch, hidden),
+        lambda: f"lstm: h0 and c0 must have shape [{batch}, {hidden}]",
+    )
+    acc = _compute_dtype(x)
+    return (
+        x.new_empty(steps, batch, hidden),
+        x.new_empty(batch, hidden),
+        x.new_empty(batch, hidden),
+        x.new_empty(steps, batch, 4 * hidden, dtype=acc),
+        x.new_empty(steps + 1, batch, hidden, dtype=acc),
+    )
+
+
+@torch.library.register_fake("custom_ops::lstm_backward")
+def _(grad_y, grad_hn, grad_cn, x, h0, w_ih, w_hh, y, gates, cs):
+    return (
+        x.new_empty(x.shape),
+        h0.new_empty(h0.shape),
+        h0.new_empty(h0.shape),
+        w_ih.new_empty(w_ih.shape),
+        w_hh.new_empty(w_hh.shape),
+        w_ih.new_empty(w_ih.shape[0]),
+    )
+
+
+def _lstm_layer_setup_context(ctx, inputs, output) -> None:
+    x, h0, _, w_ih, w_hh, _, _ = inputs
+    y, _, _, gates, cs = output
+    ctx.save_for_backward(x, h0, w_ih, w_hh, y, gates, cs)
+    ctx.mark_non_differentiable(gates, cs)  # returned for the backward only
+
+
+def _lstm_layer_backward(ctx, grad_y, grad_hn, grad_cn, _grad_gates, _grad_cs):
+    x, h0, w_ih, w_hh, y, gates, cs = ctx.saved_tensors
+    grads = ops.lstm_backward.default(grad_y, grad_hn, grad_cn, x, h0, w_ih, w_hh, y, gates, cs)
+    grad_x, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias = grads
+    kept = (grad_x, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias, grad_bias)
+    return tuple(g if need else None for g, need in zip(kept, ctx.needs_input_grad, strict=True))
+
+
+torch.library.register_autograd(
+    "custom_ops::lstm", _lstm_layer_backward, setup_context=_lstm_layer_setup_context
+)
+
 # ---- conv_rnn ----------------------------------------------------------------------------------
 
 
@@ -186,7 +259,7 @@ def _refuse(name: str, why: str):
     return backward
 
 
-for _name in ("relu_backward", "fused_bias_relu_backward", "lstm_cell_backward"):
+for _name in ("relu_backward", "fused_bias_relu_backward", "lstm_cell_backward", "lstm_backward"):
     torch.library.register_autograd(
         f"custom_ops::{_name}",
         _refuse(

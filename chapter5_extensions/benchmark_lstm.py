@@ -1,0 +1,303 @@
+"""The whole LSTM layer on a CUDA GPU: custom_ops.LSTM against cuDNN's torch.nn.LSTM, a Python loop
+of torch.nn.LSTMCell and that loop with the cell compiled (chapter 5, "A whole LSTM layer").
+
+    python chapter5_extensions/benchmark_lstm.py                 # a few minutes on an H100
+    python chapter5_extensions/benchmark_lstm.py --quick         # small shapes, seconds
+    python chapter5_extensions/benchmark_lstm.py --out DIR       # DIR/lstm_layer.{md,json,png}
+    python chapter5_extensions/benchmark_lstm.py --profile       # where ours spends its time
+
+Timed with chapter 5's Timer (benchmark.py): GPU ms is the median of CUDA-event timings with a
+cold L2 and the host's work queued ahead (what the GPU needs); back to back is events around calls
+in a row (what a training loop sees when the host is the slower side). "fwd" runs under
+torch.no_grad() (inference); "fwd+bwd" is the forward and torch.autograd.grad of every input and
+parameter. Every implementation runs with PyTorch's defaults: float32 products on TF32 tensor cores
+in cuDNN's RNN and in ours (torch.backends.cudnn.rnn.fp32_precision = "tf32"), in full float32 in
+nn.LSTMCell (torch.backends.cuda.matmul.fp32_precision = "ieee"); the "TF32 off" rows turn the
+RNN flag off for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from benchmark import Timer, event_ms  # noqa: E402  (chapter 5's one timer)
+
+CASES = [(64, 8, 512), (64, 64, 1024), (256, 64, 1024), (64, 4096, 1024)]
+QUICK_CASES = [(16, 8, 128), (16, 64, 256)]
+SWEEP_BATCHES = [1, 4, 16, 64, 256, 1024, 4096]  # T = 64, H = I = 1024, float32, fwd+bwd
+
+
+def cell_loop(cell):
+    """h_1 .. h_T of a Python loop of `cell` over x (T, B, I): how an LSTM is written by hand."""
+
+    def run(x):
+        h = c = x.new_zeros(x.shape[1], cell.hidden_size)
+        outputs = []
+        for x_t in x:
+            h, c = cell(x_t, (h, c))
+            outputs.append(h)
+        return torch.stack(outputs)
+
+    return run
+
+
+def implementations(hidden: int, dtype, use_compile: bool) -> dict:
+    """name -> (model, call): call(x) returns the output sequence (T, B, H)."""
+    import custom_ops
+
+    torch.manual_seed(0)
+    cudnn = torch.nn.LSTM(hidden, hidden).to("cuda", dtype)
+    ours = custom_ops.LSTM(hidden, hidden).to("cuda", dtype)
+    ours.load_state_dict(cudnn.state_dict())
+    cell = torch.nn.LSTMCell(hidden, hidden).to("cuda", dtype)
+    impls = {
+        "ours": (ours, lambda x: ours(x)[0]),
+        "cuDNN nn.LSTM": (cudnn, lambda x: cudnn(x)[0]),
+        "loop of nn.LSTMCell": (cell, cell_loop(cell)),
+    }
+    if use_compile:
+        torch._dynamo.reset()
+        compiled_cell = torch.compile(cell, dynamic=False)
+        impls["loop of compiled nn.LSTMCell"] = (cell, cell_loop(compiled_cell))
+    return impls
+
+
+def no_tf32(call):
+    def run(x):
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            return call(x)
+
+    return run
+
+
+def fwd_bwd(call, x, inputs, grad_y):
+    """The forward of call(x) and the gradients of `inputs`, not accumulated into .grad."""
+
+    def run():
+        torch.autograd.grad(call(x), inputs, grad_y)
+
+    return run
+
+
+def timed(timer: Timer, fn) -> dict:
+    """Timer.measure with fewer runs for calls of many milliseconds (the Python loops at large
+    batch take hundreds): about two seconds of runs per row."""
+    fn()
+    ms = event_ms(fn)
+    runs = int(min(30, max(3, 2000 / max(ms, 1e-3))))
+    return timer.measure(fn, runs=runs, loop=10 if ms < 5 else 1)
+
+
+def rows_for(timer: Timer, steps: int, batch: int, hidden: int, dtype, use_compile: bool):
+    impls = implementations(hidden, dtype, use_compile)
+    if dtype == torch.float32:
+        for name in ("ours", "cuDNN nn.LSTM"):
+            model, call = impls[name]
+            impls[f"{name}, TF32 off"] = (model, no_tf32(call))
+    x = torch.randn(steps, batch, hidden, device="cuda", dtype=dtype)
+    x_grad = x.clone().requires_grad_()
+    grad_y = torch.randn(steps, batch, hidden, device="cuda", dtype=dtype)
+    for name, (model, call) in impls.items():
+        params = list(model.parameters())
+
+        def forward(call=call):
+            with torch.no_grad():
+                call(x)
+
+        forward_backward = fwd_bwd(call, x_grad, [x_grad, *params], grad_y)
+        for pass_name, fn in (("fwd", forward), ("fwd+bwd", forward_backward)):
+            m = timed(timer, fn)
+            yield {
+                "case": f"T={steps} B={batch} H={hidden}",
+                "T": steps,
+                "B": batch,
+                "H": hidden,
+                "dtype": str(dtype).removeprefix("torch."),
+                "pass": pass_name,
+                "impl": name,
+                "gpu_ms": m["gpu_ms"],
+                "loop_ms": m["loop_ms"],
+                "host_ms": m["host_ms"],
+                "runs": m["runs"],
+                "runs_host_not_hidden": m["runs_host_not_hidden"],
+            }
+            print(
+                f"  {steps:4d} {batch:5d} {hidden:5d} {dtype} {pass_name:8s} {name:34s} "
+                f"{m['gpu_ms']:9.3f} ms  (back to back {m['loop_ms']:.3f})",
+                flush=True,
+            )
+
+
+def profile(steps: int = 64, batch: int = 64, hidden: int = 1024) -> str:
+    """Where one fwd+bwd call of ours spends the GPU's time, by kernel kind, and the host's."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    import custom_ops
+
+    model = custom_ops.LSTM(hidden, hidden).cuda()
+    x = torch.randn(steps, batch, hidden, device="cuda", requires_grad=True)
+    grad_y = torch.randn(steps, batch, hidden, device="cuda")
+
+    def call():
+        torch.autograd.grad(model(x)[0], [x, *model.parameters()], grad_y)
+
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    kinds: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        name = e.name.lower()
+        if "lstm_step" in name:
+            kind = "fused pointwise step kernels"
+        elif any(k in name for k in ("gemm", "xmma", "cutlass", "sm90", "cublas")):
+            kind = "cuBLAS GEMMs"
+        else:
+            kind = "other (" + e.name[:40] + ")"
+        kinds.setdefault(kind, []).append(e.device_time_total / 1e3)
+    lines = [
+        f"One fwd+bwd call of custom_ops.LSTM, T={steps} B={batch} H=I={hidden}, float32, "
+        f"{torch.cuda.get_device_name()}:",
+        "",
+        "| kernels | launches | GPU ms |",
+        "| --- | ---: | ---: |",
+    ]
+    for kind, times in sorted(kinds.items(), key=lambda kv: -sum(kv[1])):
+        lines.append(f"| {kind} | {len(times)} | {sum(times):.3f} |")
+    total = sum(sum(t) for t in kinds.values())
+    lines.append(f"| all kernels | {sum(len(t) for t in kinds.values())} | {total:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(result: dict) -> str:
+    lines = [
+        f"{result['gpu']}; torch {result['torch']}, CUDA {result['cuda']}, cuDNN "
+        f"{result['cudnn']}; {result['date']}.",
+        "GPU ms: median of CUDA-event timings, cold L2, host hidden; back to back: per call in a "
+        "row. One layer, I = H.",
+        "",
+        "| T, B, H | dtype | pass | implementation | GPU ms | back to back ms | ours is |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    rows = result["rows"]
+    ours = {(r["case"], r["dtype"], r["pass"]): r["gpu_ms"] for r in rows if r["impl"] == "ours"}
+    for r in rows:
+        key = (r["case"], r["dtype"], r["pass"])
+        speed = "" if r["impl"] == "ours" else f"{r['gpu_ms'] / ours[key]:.2f}x faster"
+        lines.append(
+            f"| {r['T']}, {r['B']}, {r['H']} | {r['dtype']} | {r['pass']} | {r['impl']} | "
+            f"{r['gpu_ms']:.3f} | {r['loop_ms']:.3f} | {speed} |"
+        )
+    if result.get("sweep"):
+        lines += [
+            "",
+            "Batch sweep, T = 64, H = I = 1024, float32, fwd+bwd (GPU ms):",
+            "",
+            "| B | ours | cuDNN nn.LSTM | cuDNN / ours |",
+            "| ---: | ---: | ---: | ---: |",
+        ]
+        for b in sorted({r["B"] for r in result["sweep"]}):
+            by = {r["impl"]: r["gpu_ms"] for r in result["sweep"] if r["B"] == b}
+            lines.append(
+                f"| {b} | {by['ours']:.3f} | {by['cuDNN nn.LSTM']:.3f} | "
+                f"{by['cuDNN nn.LSTM'] / by['ours']:.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for impl in ("ours", "cuDNN nn.LSTM", "loop of nn.LSTMCell"):
+        points = sorted((r["B"], r["gpu_ms"]) for r in result["sweep"] if r["impl"] == impl)
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", label=impl)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="batch size B",
+        ylabel="GPU ms, fwd+bwd",
+        title=f"One LSTM layer, T=64, H=I=1024, float32 ({result['gpu']})",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes, seconds")
+    parser.add_argument("--no-compile", action="store_true", help="skip the compiled cell loop")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the batch-size sweep")
+    parser.add_argument("--profile", action="store_true", help="only the kernel-time profile")
+    parser.add_argument("--out", type=Path, help="write lstm_layer.{md,json,png} here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmark_lstm.py needs a CUDA GPU (torch.cuda.is_available() is False); the")
+        print("lesson's tables were measured on one (see docs/perf/h100/lstm_layer.md).")
+        return 2
+    import build_inplace
+
+    build_inplace.build_inplace()
+    if args.profile:
+        print(profile())
+        return 0
+    timer = Timer()
+    rows = []
+    for steps, batch, hidden in QUICK_CASES if args.quick else CASES:
+        for dtype in (torch.float32, torch.bfloat16):
+            rows += rows_for(timer, steps, batch, hidden, dtype, not args.no_compile)
+    sweep = []
+    if not (args.quick or args.no_sweep):
+        for batch in SWEEP_BATCHES:
+            impls = implementations(1024, torch.float32, use_compile=False)
+            if batch > 256:
+                impls.pop("loop of nn.LSTMCell")  # seconds a call; the table above has it
+            x = torch.randn(64, batch, 1024, device="cuda", requires_grad=True)
+            grad_y = torch.randn(64, batch, 1024, device="cuda")
+            for name, (model, call) in impls.items():
+                fn = fwd_bwd(call, x, [x, *model.parameters()], grad_y)
+                sweep.append({"B": batch, "impl": name, "gpu_ms": timed(timer, fn)["gpu_ms"]})
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "date": datetime.date.today().isoformat(),
+        "rows": rows,
+        "sweep": sweep,
+    }
+    table = to_markdown(result)
+    print(table)
+    if not args.quick:
+        print(profile())
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "lstm_layer.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out / "lstm_layer.md").write_text(table + ("" if args.quick else "\n" + profile()))
+        if sweep:
+            plot(result, args.out / "lstm_layer.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,276 @@
+// lstm.cu: custom_ops::lstm and its backward for CUDA tensors: csrc/lstm.cpp's algorithm with the
+// products as direct cuBLAS calls and the pointwise part of each step as one fused kernel. Per
+// time step the host issues two calls (a GEMM and a kernel) and nothing else: no tensor is
+// created and no ATen op is dispatched inside the loop.
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/Exceptions.h>
+#include <torch/library.h>
+
+#include <climits>
+
+#include "../lstm.h"
+#include "launch_utils.cuh"
+
+namespace custom_ops::cuda {
+namespace {
+
+cudaDataType_t cuda_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kDouble:
+      return CUDA_R_64F;
+    case at::kFloat:
+      return CUDA_R_32F;
+    case at::kHalf:
+      return CUDA_R_16F;
+    case at::kBFloat16:
+      return CUDA_R_16BF;
+    default:
+      break;
+  }
+  TORCH_CHECK(false, "lstm: no cuBLAS type for ", t);
+}
+
+// What every product of one call shares: the handle (bound to the current stream) and the compute
+// type. Taken once per call, not per product: the time loop makes thousands of products.
+struct Blas {
+  cublasHandle_t handle;
+  cublasComputeType_t compute;
+};
+
+Blas blas_for(at::ScalarType dtype) {
+  Blas blas{at::cuda::getCurrentCUDABlasHandle(), CUBLAS_COMPUTE_32F};
+  // The compute type says the precision explicitly; the handle's math mode must not widen it.
+  TORCH_CUDABLAS_CHECK(cublasSetMathMode(blas.handle, CUBLAS_DEFAULT_MATH));
+  if (dtype == at::kDouble) {
+    blas.compute = CUBLAS_COMPUTE_64F;
+  } else if (dtype == at::kFloat && at::globalContext().allowTF32CuDNN(at::Float32Op::RNN)) {
+    // float32 on TF32 tensor cores exactly when torch.nn.LSTM would use them: cuDNN's RNN flag
+    // (torch.backends.cudnn.rnn.fp32_precision, "tf32" by default), not the matmul one.
+    blas.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  return blas;
+}
+
+// C = op(A) op(B) + beta C for ROW-major matrices: op(A) is m x k, op(B) is k x n, C is m x n,
+// and each leading dimension is a row's length as stored. A and B have type `ab`, C `c_type`
+// (float for half inputs: the gates stay in float between steps).
+//
+// cuBLAS is column-major (Fortran's BLAS, seed 000's gotcha). Read as column-major, a row-major
+// matrix is its transpose, so instead of copying we ask for C^T = op(B)^T op(A)^T: swap the two
+// operands and the two sizes m and n, and every matrix is passed exactly as it lies in memory.
+void gemm(const Blas& blas, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
+          at::ScalarType ab, at::ScalarType c_type) {
+  if (m == 0 || n == 0) return;
+  for (const int64_t v : {m, n, k, lda, ldb, ldc}) {
+    TORCH_CHECK(v <= INT_MAX, "lstm: a matrix dimension of ", v, " is beyond cuBLAS's int API");
+  }
+  const double alpha = 1.0;
+  const float alpha_f = 1.0f, beta_f = static_cast<float>(beta);
+  const bool in_double = blas.compute == CUBLAS_COMPUTE_64F;  // alpha and beta in double too
+  TORCH_CUDABLAS_CHECK(
+      cublasGemmEx(blas.handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                   static_cast<int>(k), in_double ? static_cast<const void*>(&alpha) : &alpha_f, b,
+                   cuda_dtype(ab), static_cast<int>(ldb), a, cuda_dtype(ab), static_cast<int>(lda),
+                   in_double ? static_cast<const void*>(&beta) : &beta_f, c, cuda_dtype(c_type),
+                   static_cast<int>(ldc), blas.compute, CUBLAS_GEMM_DEFAULT));
+}
+
+template <typename acc_t>
+__device__ __forceinline__ acc_t sigmoid(acc_t v) {
+  return acc_t(1) / (acc_t(1) + exp(-v));
+}
+
+// One step forward. gates (B, 4H) holds x_t W_ih^T + h_{t-1} W_hh^T; add the bias, activate in
+// place (the backward reads the activated gates), c_t = f c_{t-1} + i g, y_t = o tanh(c_t).
+// A thread per (b, j).
+template <typename scalar_t, typename acc_t>
+__global__ void lstm_step_forward_kernel(acc_t* __restrict__ gates, const acc_t* __restrict__ bias,
+                                         const acc_t* __restrict__ c_prev,
+                                         acc_t* __restrict__ c_next, scalar_t* __restrict__ y,
+                                         int64_t batch, int64_t hidden) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       idx < batch * hidden; idx += stride) {
+    const int64_t b = idx / hidden, j = idx % hidden;
+    acc_t* row = gates + b * 4 * hidden;
+    const acc_t i = sigmoid(row[j] + bias[j]);
+    const acc_t f = sigmoid(row[hidden + j] + bias[hidden + j]);
+    const acc_t g = tanh(row[2 * hidden + j] + bias[2 * hidden + j]);
+    const acc_t o = sigmoid(row[3 * hidden + j] + bias[3 * hidden + j]);
+    const acc_t c = f * c_prev[idx] + i * g;
+    row[j] = i;
+    row[hidden + j] = f;
+    row[2 * hidden + j] = g;
+    row[3 * hidden + j] = o;
+    c_next[idx] = c;
+    y[idx] = static_cast<scalar_t>(o * tanh(c));
+  }
+}
+
+// One step back. dh = grad_y_t + dh_next (what step t+1 sent back through W_hh); dc holds the
+// gradient reaching c_t from step t+1 and leaves holding the one reaching c_{t-1}. Writes the
+// gradient of the pre-activation gates, in x's dtype: the products that follow read it.
+template <typename scalar_t, typename acc_t>
+__global__ void lstm_step_backward_kernel(
+    const scalar_t* __restrict__ grad_y, const acc_t* __restrict__ dh_next, acc_t* __restrict__ dc,
+    const acc_t* __restrict__ gates, const acc_t* __restrict__ c, const acc_t* __restrict__ c_prev,
+    scalar_t* __restrict__ dgates, int64_t batch, int64_t hidden) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       idx < batch * hidden; idx += stride) {
+    const int64_t b = idx / hidden, j = idx % hidden;
+    const acc_t* row = gates + b * 4 * hidden;
+    const acc_t i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
+    const acc_t dh = static_cast<acc_t>(grad_y[idx]) + dh_next[idx];
+    const acc_t tc = tanh(c[idx]);
+    const acc_t dct = dc[idx] + dh * o * (acc_t(1) - tc * tc);
+    scalar_t* drow = dgates + b * 4 * hidden;
+    drow[j] = static_cast<scalar_t>(dct * g * i * (acc_t(1) - i));
+    drow[hidden + j] = static_cast<scalar_t>(dct * c_prev[idx] * f * (acc_t(1) - f));
+    drow[2 * hidden + j] = static_cast<scalar_t>(dct * i * (acc_t(1) - g * g));
+    drow[3 * hidden + j] = static_cast<scalar_t>(dh * tc * o * (acc_t(1) - o));
+    dc[idx] = dct * f;
+  }
+}
+
+// One block of kThreads per kThreads (b, j) pairs: at B * H = 64 * 1024 that is 256 blocks, so
+// every SM has work; the grid-stride loop covers larger steps with a grid sized once per call.
+template <typename Kernel>
+int64_t step_grid(Kernel kernel, int64_t work) {
+  return std::min(ceil_div(work, kThreads), blocks_to_fill_gpu(kernel, kThreads));
+}
+
+at::Tensor fresh(const at::Tensor& t, at::ScalarType dtype) {
+  return t.to(dtype, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
+}
+
+using LstmOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using LstmGrads =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Tensor& c0,
+                  const at::Tensor& w_ih_in, const at::Tensor& w_hh_in, const at::Tensor& b_ih,
+                  const at::Tensor& b_hh) {
+  const LstmSizes s = check_lstm_inputs(x_in, h0_in, c0, w_ih_in, w_hh_in, b_ih, b_hh, "lstm");
+  const int64_t T = s.steps, B = s.batch, I = s.input, H = s.hidden;
+  check_cuda(x_in, "lstm", "x");
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  // cuBLAS reads row-major matrices with unit column stride: contiguous (free when they are).
+  const at::Tensor x = x_in.contiguous(), h0 = h0_in.contiguous();
+  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
+  const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
+  const auto acc_options = x.options().dtype(acc);
+  at::Tensor gates = at::empty({T, B, 4 * H}, acc_options);
+  at::Tensor cs = at::empty({T + 1, B, H}, acc_options);
+  at::Tensor y = at::empty({T, B, H}, x.options());
+  cs[0].copy_(c0);
+  if (T * B == 0) return {y, fresh(h0, dtype), fresh(c0, dtype), gates, cs};
+  const at::Tensor bias = b_ih.to(acc) + b_hh.to(acc);
+
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    auto kernel = lstm_step_forward_kernel<scalar_t, acc_t>;
+    const int64_t grid = step_grid(kernel, B * H);
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const Blas blas = blas_for(dtype);
+    acc_t* g = gates.mutable_data_ptr<acc_t>();
+    acc_t* c = cs.mutable_data_ptr<acc_t>();
+    scalar_t* out = y.mutable_data_ptr<scalar_t>();
+    // 1. gates = x W_ih^T for all T steps: one (T*B, I) x (I, 4H) product.
+    gemm(blas, false, true, T * B, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
+         w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, acc);
+    for (int64_t t = 0; t < T; ++t) {
+      // 2. gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
+      const scalar_t* h_prev = t == 0 ? h0.const_data_ptr<scalar_t>() : out + (t - 1) * B * H;
+      gemm(blas, false, true, B, 4 * H, H, h_prev, H, w_hh.const_data_ptr<scalar_t>(), H, 1.0,
+           g + t * B * 4 * H, 4 * H, dtype, acc);
+      kernel<<<grid, kThreads, 0, stream>>>(g + t * B * 4 * H, bias.const_data_ptr<acc_t>(),
+                                            c + t * B * H, c + (t + 1) * B * H, out + t * B * H, B,
+                                            H);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  });
+  return {y, fresh(y[T - 1], dtype), fresh(cs[T], dtype), gates, cs};
+}
+
+LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad_hn,
+                             const at::Tensor& grad_cn, const at::Tensor& x_in,
+                             const at::Tensor& h0_in, const at::Tensor& w_ih_in,
+                             const at::Tensor& w_hh_in, const at::Tensor& y_in,
+                             const at::Tensor& gates_in, const at::Tensor& cs_in) {
+  const LstmSizes s = check_lstm_backward_inputs(grad_y_in, grad_hn, grad_cn, x_in, h0_in, w_ih_in,
+                                                 w_hh_in, y_in, gates_in, cs_in);
+  const int64_t T = s.steps, B = s.batch, I = s.input, H = s.hidden;
+  check_cuda(x_in, "lstm_backward", "x");
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const at::Tensor grad_y = grad_y_in.contiguous(), x = x_in.contiguous(), h0 = h0_in.contiguous();
+  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
+  const at::Tensor y = y_in.contiguous(), gates = gates_in.contiguous(), cs = cs_in.contiguous();
+  const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
+  // dh and dc carry the gradient from step to step, in the compute dtype; dgates is in x's dtype
+  // because it is an operand of the products, like x and the weights.
+  at::Tensor dh = fresh(grad_hn, acc), dc = fresh(grad_cn, acc);
+  at::Tensor dgates = at::empty({T, B, 4 * H}, x.options());
+  at::Tensor grad_x = at::empty({T, B, I}, x.options());
+  at::Tensor grad_w_ih = at::zeros({4 * H, I}, x.options().dtype(acc));
+  at::Tensor grad_w_hh = at::zeros({4 * H, H}, x.options().dtype(acc));
+  if (T * B == 0) {
+    return {grad_x,
+            fresh(dh, dtype),
+            fresh(dc, dtype),
+            grad_w_ih.to(dtype),
+            grad_w_hh.to(dtype),
+            at::zeros({4 * H}, x.options())};
+  }
+
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_backward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    auto kernel = lstm_step_backward_kernel<scalar_t, acc_t>;
+    const int64_t grid = step_grid(kernel, B * H);
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const Blas blas = blas_for(dtype);
+    const acc_t* c = cs.const_data_ptr<acc_t>();
+    const acc_t* g = gates.const_data_ptr<acc_t>();
+    scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
+    acc_t* dh_ptr = dh.mutable_data_ptr<acc_t>();
+    for (int64_t t = T - 1; t >= 0; --t) {
+      // 3. One step back: the fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.
+      kernel<<<grid, kThreads, 0, stream>>>(
+          grad_y.const_data_ptr<scalar_t>() + t * B * H, dh_ptr, dc.mutable_data_ptr<acc_t>(),
+          g + t * B * 4 * H, c + (t + 1) * B * H, c + t * B * H, dg + t * B * 4 * H, B, H);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      gemm(blas, false, false, B, H, 4 * H, dg + t * B * 4 * H, 4 * H,
+           w_hh.const_data_ptr<scalar_t>(), H, 0.0, dh_ptr, H, dtype, acc);
+    }
+    // 4. One product each over all T steps.
+    const scalar_t* x_ptr = x.const_data_ptr<scalar_t>();
+    gemm(blas, false, false, T * B, I, 4 * H, dg, 4 * H, w_ih.const_data_ptr<scalar_t>(), I, 0.0,
+         grad_x.mutable_data_ptr<scalar_t>(), I, dtype, dtype);
+    gemm(blas, true, false, 4 * H, I, T * B, dg, 4 * H, x_ptr, I, 0.0,
+         grad_w_ih.mutable_data_ptr<acc_t>(), I, dtype, acc);
+    // dW_hh = dgates[0]^T h_0 + dgates[1:]^T y[:-1]: h_{t-1} is h0 for the first step, y after.
+    acc_t* gw_hh = grad_w_hh.mutable_data_ptr<acc_t>();
+    gemm(blas, true, false, 4 * H, H, B, dg, 4 * H, h0.const_data_ptr<scalar_t>(), H, 0.0, gw_hh, H,
+         dtype, acc);
+    if (T > 1) {
+      gemm(blas, true, false, 4 * H, H, (T - 1) * B, dg + B * 4 * H, 4 * H,
+           y.const_data_ptr<scalar_t>(), H, 1.0, gw_hh, H, dtype, acc);
+    }
+  });
+  at::Tensor grad_bias = dgates.view({T * B, 4 * H}).sum(0, /*keepdim=*/false, acc).to(dtype);
+  return {grad_x,   fresh(dh, dtype), fresh(dc, dtype), grad_w_ih.to(dtype), grad_w_hh.to(dtype),
+          grad_bias};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(custom_ops, CUDA, m) {
+  m.impl("lstm", &lstm_cuda);
+  m.impl("lstm_backward", &lstm_backward_cuda);
+}
+
+}  // namespace custom_ops::cuda

@@ -1,0 +1,427 @@
+"""Tests for custom_ops.lstm, the whole LSTM layer (chapter 5, "A whole LSTM layer"), and for
+custom_ops.LSTM, the drop-in for torch.nn.LSTM. The specification is torch.nn.LSTM itself: the same
+weights give the same outputs and the same gradients for every input and parameter.
+
+    python chapter5_extensions/test_lstm_layer.py     # on its own
+    pytest chapter5_extensions/test_lstm_layer.py     # or under pytest
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+from torch.library import opcheck
+
+import build_inplace
+
+build_inplace.build_inplace()
+import custom_ops  # noqa: E402  (importable once built)
+
+HAS_CUDA = torch.cuda.is_available()
+
+# Against torch.nn.LSTM in float64 on the CPU. float32 runs with TF32 off (strict_float32 below);
+# the half types round every h_t and every gate gradient, and a weight gradient sums T*B of them.
+TOLERANCES = {
+    torch.float64: dict(rtol=1e-10, atol=1e-10),
+    torch.float32: dict(rtol=1e-4, atol=1e-5),
+    torch.float16: dict(rtol=1e-2, atol=1e-2),
+    torch.bfloat16: dict(rtol=5e-2, atol=5e-2),
+}
+
+
+def strict_float32():
+    """TF32 off for cuDNN's RNN (and so for ours, which follows the same flag)."""
+    return torch.backends.cudnn.flags(enabled=True, allow_tf32=False)
+
+
+def pair(input_size, hidden, device, dtype, **kwargs):
+    """torch.nn.LSTM in float64 on the CPU (the reference) and custom_ops.LSTM with the same
+    weights on `device` in `dtype`, loaded through state_dict as a user would."""
+    torch.manual_seed(0)
+    reference = torch.nn.LSTM(input_size, hidden, dtype=torch.float64, **kwargs)
+    ours = custom_ops.LSTM(input_size, hidden, dtype=torch.float64, **kwargs)
+    ours.load_state_dict(reference.state_dict())
+    return reference, ours.to(device, dtype)
+
+
+def random(shape, generator, device="cpu", dtype=torch.float64) -> torch.Tensor:
+    return torch.randn(shape, generator=generator, dtype=torch.float64).to(device, dtype)
+
+
+def compare_forward_and_backward(reference, ours, x, hx, device, dtype):
+    """Runs both modules on x (and hx = (h0, c0) or None), backpropagates the same loss through
+    every output, and compares outputs and the gradients of x, h0, c0 and every parameter."""
+    x_ref = x.clone().requires_grad_()
+    x_ours = x.to(device, dtype).requires_grad_()
+    hx_ref = hx_ours = None
+    if hx is not None:
+        hx_ref = tuple(t.clone().requires_grad_() for t in hx)
+        hx_ours = tuple(t.to(device, dtype).requires_grad_() for t in hx)
+    y_ref, (h_ref, c_ref) = reference(x_ref, hx_ref)
+    y, (h, c) = ours(x_ours, hx_ours)
+    tol = TOLERANCES[dtype]
+    for got, want in ((y, y_ref), (h, h_ref), (c, c_ref)):
+        assert got.dtype == dtype and got.shape == want.shape
+        torch.testing.assert_close(got.double().cpu(), want, **tol)
+
+    # Weighted sums so that every output element gets a different gradient.
+    def loss(y, h, c):
+        w = torch.linspace(-1, 1, y.numel(), dtype=torch.float64).view(y.shape)
+        return (y.double() * w.to(y.device)).sum() + h.double().pow(2).sum() + c.double().sum()
+
+    loss(y_ref, h_ref, c_ref).backward()
+    loss(y, h, c).backward()
+    torch.testing.assert_close(x_ours.grad.double().cpu(), x_ref.grad, **tol)
+    if hx is not None:
+        for got, want in zip(hx_ours, hx_ref, strict=True):
+            torch.testing.assert_close(got.grad.double().cpu(), want.grad, **tol)
+    for (name, p_ref), p in zip(reference.named_parameters(), ours.parameters(), strict=True):
+        torch.testing.assert_close(p.grad.double().cpu(), p_ref.grad, **tol, msg=name)
+
+
+# ---- values and gradients against torch.nn.LSTM ------------------------------------------------
+
+SHAPES = [
+    pytest.param((1, 1, 1, 1), id="T1-B1-I1-H1"),
+    pytest.param((5, 3, 7, 5), id="T5-B3-I7-H5-odd"),
+    pytest.param((9, 4, 16, 32), id="T9-B4-I16-H32"),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("sizes", SHAPES)
+@pytest.mark.parametrize("layers", [1, 2], ids=["1-layer", "2-layers"])
+@pytest.mark.parametrize("batch_first", [False, True], ids=["time-first", "batch-first"])
+def test_matches_nn_lstm(dtype, sizes, layers, batch_first, device, generator):
+    steps, batch, input_size, hidden = sizes
+    reference, ours = pair(
+        input_size, hidden, device, dtype, num_layers=layers, batch_first=batch_first
+    )
+    shape = (batch, steps, input_size) if batch_first else (steps, batch, input_size)
+    hx = tuple(random((layers, batch, hidden), generator) for _ in range(2))
+    with strict_float32():
+        compare_forward_and_backward(reference, ours, random(shape, generator), hx, device, dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("sizes", SHAPES[1:])
+def test_half_types_match_nn_lstm_on_cuda(dtype, sizes, generator):
+    steps, batch, input_size, hidden = sizes
+    reference, ours = pair(input_size, hidden, "cuda", dtype, num_layers=2)
+    x = random((steps, batch, input_size), generator)
+    compare_forward_and_backward(reference, ours, x, None, "cuda", dtype)
+
+
+def test_no_initial_state_means_zeros(device, generator):
+    """hx=None is h0 = c0 = 0, as in torch.nn.LSTM; and bias=False adds no bias."""
+    reference, ours = pair(4, 6, device, torch.float64, bias=False)
+    compare_forward_and_backward(
+        reference, ours, random((5, 2, 4), generator), None, device, torch.float64
+    )
+
+
+def test_unbatched_input(device, generator):
+    """A 2-D x (T, I) with h0 and c0 (layers, H), as torch.nn.LSTM takes it."""
+    reference, ours = pair(3, 4, device, torch.float64, num_layers=2)
+    hx = tuple(random((2, 4), generator) for _ in range(2))
+    compare_forward_and_backward(
+        reference, ours, random((6, 3), generator), hx, device, torch.float64
+    )
+
+
+def test_an_empty_sequence_returns_the_initial_state(device, generator):
+    """T = 0: no step, y is empty and (h_n, c_n) = (h0, c0); gradients flow to h0 and c0.
+    (torch.nn.LSTM refuses T = 0, so this is checked against what it must be.)"""
+    x = random((0, 3, 4), generator, device)
+    h0, c0 = (random((3, 5), generator, device).requires_grad_() for _ in range(2))
+    w_ih, w_hh = random((20, 4), generator, device), random((20, 5), generator, device)
+    b = random((20,), generator, device)
+    y, h, c = custom_ops.lstm(x, h0, c0, w_ih, w_hh, b, b)
+    assert y.shape == (0, 3, 5)
+    torch.testing.assert_close(h, h0.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(c, c0.detach(), rtol=0, atol=0)
+    (h.sum() + 2 * c.sum()).backward()
+    torch.testing.assert_close(h0.grad, torch.ones_like(h0), rtol=0, atol=0)
+    torch.testing.assert_close(c0.grad, 2 * torch.ones_like(c0), rtol=0, atol=0)
+
+
+def test_takes_any_strides(device, generator):
+    """x as a transposed view, h0 and a weight as slices: the same result as contiguous copies
+    (to rounding: the CPU's BLAS may sum in another order for a transposed operand)."""
+    x = random((3, 7, 4), generator, device).transpose(0, 1)  # (7, 3, 4), not contiguous
+    h0 = random((3, 10), generator, device)[:, ::2]
+    c0 = random((3, 5), generator, device)
+    w_ih = random((20, 8), generator, device)[:, 1::2]
+    w_hh, b = random((20, 5), generator, device), random((20,), generator, device)
+    for got, want in zip(
+        custom_ops.lstm(x, h0, c0, w_ih, w_hh, b, b),
+        custom_ops.lstm(x.contiguous(), h0.contiguous(), c0, w_ih.contiguous(), w_hh, b, b),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def layer_inputs(device, dtype=torch.float64, requires_grad=False, sizes=(4, 2, 3, 5), seed=0):
+    steps, batch, input_size, hidden = sizes
+    g = torch.Generator().manual_seed(seed)
+    shapes = [
+        (steps, batch, input_size),
+        (batch, hidden),
+        (batch, hidden),
+        (4 * hidden, input_size),
+        (4 * hidden, hidden),
+        (4 * hidden,),
+        (4 * hidden,),
+    ]
+    return [random(s, g, device, dtype).requires_grad_(requires_grad) for s in shapes]
+
+
+def test_gradcheck_in_float64(device):
+    """Every input: x, h0, c0, both weights and both biases, by finite differences."""
+    assert torch.autograd.gradcheck(custom_ops.lstm, layer_inputs(device, requires_grad=True))
+
+
+def test_opcheck(device):
+    """Schema, fake kernel (torch.compile's view), autograd registration, AOT dispatch."""
+    opcheck(torch.ops.custom_ops.lstm.default, tuple(layer_inputs(device, requires_grad=True)))
+
+
+def test_opcheck_of_the_backward(device):
+    args = layer_inputs(device)
+    y, h, c, gates, cs = torch.ops.custom_ops.lstm.default(*args)
+    x, h0, _, w_ih, w_hh, _, _ = args
+    grads = (torch.randn_like(y), torch.randn_like(h), torch.randn_like(c))
+    opcheck(torch.ops.custom_ops.lstm_backward.default, (*grads, x, h0, w_ih, w_hh, y, gates, cs))
+
+
+# ---- the module as a drop-in ---------------------------------------------------------------------
+
+
+def test_a_checkpoint_of_nn_lstm_loads_into_ours_and_back():
+    """Same parameter names and shapes: state_dicts move both ways with strict loading."""
+    theirs = torch.nn.LSTM(8, 16, num_layers=3, batch_first=True, dropout=0.1)
+    ours = custom_ops.LSTM(8, 16, num_layers=3, batch_first=True, dropout=0.1)
+    ours.load_state_dict(theirs.state_dict())
+    theirs.load_state_dict(ours.state_dict())
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+
+
+def test_dropout_between_layers_only_in_training(generator):
+    """In eval, dropout is off and the two modules agree; in training, ours drops (outputs
+    differ from eval's) as torch.nn.LSTM's does."""
+    reference, ours = pair(4, 6, "cpu", torch.float64, num_layers=2, dropout=0.5)
+    reference.eval()
+    ours.eval()
+    x = random((5, 2, 4), generator)
+    compare_forward_and_backward(reference, ours, x, None, "cpu", torch.float64)
+    ours.train()
+    assert not torch.equal(ours(x)[0], ours.eval()(x)[0])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param(dict(bidirectional=True), "bidirectional=True is not supported", id="bidir"),
+        pytest.param(dict(proj_size=2), "proj_size > 0 is not supported", id="proj"),
+    ],
+)
+def test_module_refuses_what_the_op_does_not_do(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        custom_ops.LSTM(4, 6, **kwargs)
+
+
+def test_module_refuses_a_packed_sequence():
+    packed = torch.nn.utils.rnn.pack_sequence([torch.randn(3, 4), torch.randn(2, 4)])
+    with pytest.raises(TypeError, match="PackedSequence"):
+        custom_ops.LSTM(4, 6)(packed)
+
+
+# ---- PyTorch's machinery: compile, autocast, CUDA graphs, TF32 ----------------------------------
+
+
+def test_compiles_with_fullgraph_and_matches_eager(device, generator):
+    """torch.compile traces the op through its fake kernel, in one graph, forward and backward."""
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), custom_ops.LSTM(8, 6, num_layers=2))
+    model = model.to(device, torch.float64)
+    x = random((5, 3, 4), generator, device)
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+
+    def run(m):
+        y, (h, c) = m(x)
+        (y.sum() + h.sum() + c.sum()).backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        return y, grads
+
+    y_eager, grads_eager = run(model)
+    y_compiled, grads_compiled = run(compiled)
+    torch.testing.assert_close(y_compiled, y_eager)
+    torch.testing.assert_close(grads_compiled, grads_eager)
+
+
+AUTOCAST_CASES = [
+    pytest.param("cpu", torch.bfloat16, id="cpu-bfloat16"),
+    pytest.param("cuda", torch.bfloat16, id="cuda-bfloat16", marks=pytest.mark.cuda),
+    pytest.param("cuda", torch.float16, id="cuda-float16", marks=pytest.mark.cuda),
+]
+
+
+@pytest.mark.parametrize(("device_type", "dtype"), AUTOCAST_CASES)
+def test_under_autocast_runs_in_the_lower_precision_as_nn_lstm_does(device_type, dtype, generator):
+    """Float32 parameters and input; inside autocast both modules compute in `dtype`."""
+    torch.manual_seed(0)
+    theirs = torch.nn.LSTM(4, 8).to(device_type)
+    ours = custom_ops.LSTM(4, 8).to(device_type)
+    ours.load_state_dict(theirs.state_dict())
+    x = random((6, 3, 4), generator, device_type, torch.float32)
+    with torch.autocast(device_type, dtype=dtype):
+        y_theirs, _ = theirs(x)
+        y_ours, _ = ours(x)
+    assert y_ours.dtype == y_theirs.dtype == dtype
+    torch.testing.assert_close(y_ours.float(), y_theirs.float(), **TOLERANCES[dtype])
+    y_ours.float().sum().backward()  # float32 gradients reach the float32 parameters
+    assert ours.weight_ih_l0.grad.dtype == torch.float32
+
+
+@pytest.mark.cuda
+def test_forward_can_be_captured_in_a_cuda_graph(generator):
+    """No synchronisation, no host-side allocation outside PyTorch's allocator: the forward
+    records into a CUDA graph, and a replay on new data gives what an eager call gives."""
+    args = layer_inputs("cuda", torch.float32, sizes=(8, 4, 16, 32))
+    static = [a.clone() for a in args]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        custom_ops.lstm(*static)  # warm-up outside the capture (cuBLAS's workspace, etc.)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = custom_ops.lstm(*static)
+    new = layer_inputs("cuda", torch.float32, sizes=(8, 4, 16, 32), seed=1)
+    for s, n in zip(static, new, strict=True):
+        s.copy_(n)
+    graph.replay()
+    for got, want in zip(out, custom_ops.lstm(*new), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator):
+    """The flag torch.nn.LSTM obeys on CUDA (torch.backends.cudnn's allow_tf32, "tf32" for RNNs
+    by default) decides for ours too: with it off, float32 agrees with float64 to ~1e-6; with it
+    on, TF32's 10-bit mantissa shows (errors near 1e-3)."""
+    args64 = layer_inputs("cuda", torch.float64, sizes=(16, 8, 256, 256))
+    want = custom_ops.lstm(*args64)[0]
+    args32 = [a.float() for a in args64]
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        strict = (custom_ops.lstm(*args32)[0].double() - want).abs().max().item()
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+        tf32 = (custom_ops.lstm(*args32)[0].double() - want).abs().max().item()
+    assert strict < 1e-5 < tf32, (strict, tf32)
+
+
+# ---- bad input, by the message it must produce, before any work -----------------------------------
+
+
+def bad_calls():
+    def call(**change):
+        def run(device):
+            args = dict(
+                zip(
+                    ["x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"],
+                    layer_inputs(device, sizes=(4, 2, 3, 5)),
+                    strict=True,
+                )
+            )
+            for name, make in change.items():
+                args[name] = make(args[name])
+            return custom_ops.lstm(*args.values())
+
+        return run
+
+    yield pytest.param(
+        call(x=lambda x: x[..., :2]),
+        "lstm: x has 2 features but w_ih expects 3",
+        id="wrong-feature-size",
+    )
+    yield pytest.param(call(h0=lambda h: h[:1]), r"lstm: h0 must have shape \[2, 5\]", id="h0")
+    yield pytest.param(call(c0=lambda c: c.t()), r"lstm: c0 must have shape \[2, 5\]", id="c0")
+    yield pytest.param(
+        call(x=lambda x: x.to(torch.int64)), "lstm: x must be a floating-point", id="integer-x"
+    )
+    yield pytest.param(
+        call(w_hh=lambda w: w[None]), r"lstm: w_hh must have shape \[4 \* hidden", id="3d-w_hh"
+    )
+    yield pytest.param(
+        call(w_ih=lambda w: w[:-1]), r"lstm: w_ih must have shape \[20, input", id="w_ih-rows"
+    )
+    yield pytest.param(call(b_hh=lambda b: b[:3]), r"lstm: b_hh must have shape \[20\]", id="bias")
+    yield pytest.param(
+        call(w_ih=lambda w: w.float()),
+        "lstm: x and w_ih must have the same dtype",
+        id="mixed-dtypes",
+    )
+    yield pytest.param(
+        call(x=lambda x: x[:, :, :0]),
+        "lstm: input_size and hidden_size must be positive",
+        id="no-features",
+    )
+
+
+@pytest.mark.parametrize(("call", "message"), list(bad_calls()))
+def test_rejects_bad_input(call, message, device):
+    with pytest.raises(RuntimeError, match=message):
+        call(device)
+
+
+@pytest.mark.cuda
+def test_rejects_mixed_devices():
+    args = layer_inputs("cuda")
+    args[4] = args[4].cpu()
+    with pytest.raises(RuntimeError, match="lstm: x and w_hh must be on the same device"):
+        custom_ops.lstm(*args)
+
+
+# ---- the benchmark script ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
+def test_benchmark_says_it_needs_a_gpu(capsys):
+    import benchmark_lstm
+
+    assert benchmark_lstm.main([]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+def test_benchmark_quick_run_writes_its_table(tmp_path):
+    import benchmark_lstm
+
+    assert benchmark_lstm.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
+    records = json.loads((tmp_path / "lstm_layer.json").read_text())["rows"]
+    assert {r["impl"] for r in records} >= {"ours", "cuDNN nn.LSTM", "loop of nn.LSTMCell"}
+    assert all(r["gpu_ms"] > 0 for r in records)
+
+
+# ---- under compute-sanitizer: the CUDA path once, forward and backward, on small shapes ---------
+
+
+@pytest.mark.cuda
+@pytest.mark.sanitize
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_cuda_forward_and_backward_on_small_shapes(dtype):
+    args = layer_inputs("cuda", dtype, requires_grad=True, sizes=(3, 2, 5, 7))
+    y, h, c = custom_ops.lstm(*args)
+    (y.float().sum() + h.float().sum() + c.float().sum()).backward()
+    for a in args:
+        assert torch.isfinite(a.grad).all()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-rs"]))
