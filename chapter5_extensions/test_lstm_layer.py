@@ -319,6 +319,8 @@ def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator):
     by default) decides for ours too: with it off, float32 agrees with float64 to ~1e-6; with it
     on, TF32's 10-bit mantissa shows (errors near 1e-3)."""
     args64 = layer_inputs("cuda", torch.float64, sizes=(16, 8, 256, 256))
+    for w in args64[3:5]:  # nn.LSTM's scale, 1/sqrt(H): with unit weights the gates saturate
+        w /= 16  # and the recurrence amplifies any rounding to O(1) within a few steps
     want = custom_ops.lstm(*args64)[0]
     args32 = [a.float() for a in args64]
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
