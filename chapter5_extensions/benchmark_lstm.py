@@ -308,6 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sweep", action="store_true", help="skip the batch-size sweep")
     parser.add_argument("--profile", action="store_true", help="only the kernel-time profile")
     parser.add_argument("--out", type=Path, help="write lstm_layer.{md,json,png} here")
+    parser.add_argument(
+        "--dtypes", default="float32,bfloat16", help="comma-separated (default: both)"
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="an earlier lstm_layer.json: keep its rows of the other dtypes and its sweep "
+        "(after a change that touched one dtype's code only)",
+    )
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmark_lstm.py needs a CUDA GPU (torch.cuda.is_available() is False); the")
@@ -321,13 +330,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     timer = Timer()
     rows = []
+    dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
     for steps, batch, hidden in QUICK_CASES if args.quick else CASES:
-        for dtype in (torch.float32, torch.bfloat16):
+        for dtype in dtypes:
             rows += rows_for(timer, steps, batch, hidden, dtype, not args.no_compile)
             gc.collect()  # the last case's models and CUDA graphs, before the next allocates
             torch.cuda.empty_cache()
     sweep = []
-    if not (args.quick or args.no_sweep):
+    if args.keep:
+        kept = json.loads(args.keep.read_text())
+        rows = [r for r in kept["rows"] if r["dtype"] not in args.dtypes.split(",")] + rows
+        rows.sort(key=lambda r: (r["T"] * r["B"] * r["H"], r["T"], r["dtype"] != "float32"))
+        sweep = kept["sweep"]
+    if not (args.quick or args.no_sweep or sweep):
         for batch in SWEEP_BATCHES:
             impls = implementations(1024, torch.float32, use_compile=False)
             if batch > 256:

@@ -60,7 +60,7 @@ LstmOut lstm_cpu(const at::Tensor& x_in, const at::Tensor& h0, const at::Tensor&
     h = y[t].to(acc);  // the next step reads h as rounded to x's dtype, as on CUDA
   }
   at::Tensor h_n = T > 0 ? fresh(y[T - 1], dtype) : fresh(h0, dtype);
-  return {y, h_n, fresh(cs[T], dtype), gates, cs};
+  return {y, h_n, fresh(cs[T], dtype), gates.to(dtype), cs};
 }
 
 LstmGrads lstm_backward_cpu(const at::Tensor& grad_y, const at::Tensor& grad_hn,
@@ -73,11 +73,11 @@ LstmGrads lstm_backward_cpu(const at::Tensor& grad_y, const at::Tensor& grad_hn,
   const auto acc = opmath_dtype(x_in);
   const auto dtype = x_in.scalar_type();
   const at::Tensor w_hh_a = w_hh.to(acc);
-  at::Tensor dgates = at::empty({T, B, 4 * H}, gates.options());
+  at::Tensor dgates = at::empty({T, B, 4 * H}, cs.options());
   at::Tensor dh = grad_hn.to(acc), dc = grad_cn.to(acc);
   for (int64_t t = T - 1; t >= 0; --t) {
     // 3. One step back (chapter 4's derivation): dc collects the gradient reaching c_t.
-    const at::Tensor g = gates[t];
+    const at::Tensor g = gates[t].to(acc);
     const at::Tensor i = g.narrow(1, 0, H), f = g.narrow(1, H, H);
     const at::Tensor cand = g.narrow(1, 2 * H, H), o = g.narrow(1, 3 * H, H);
     const at::Tensor tc = at::tanh(cs[t + 1]);

@@ -4,8 +4,8 @@
 // One layer, one direction, time-major: x (T, B, I), h0 and c0 (B, H), w_ih (4H, I), w_hh (4H, H),
 // b_ih and b_hh (4H,), the gates in torch.nn.LSTM's order i, f, g, o. The forward returns
 // y (T, B, H), h_n and c_n (B, H), and two tensors for the backward: the activated gates
-// (T, B, 4H) and the cell states c_0 .. c_T (T + 1, B, H), both in the compute dtype (float for
-// the half types), so the backward reads what the forward computed, not a rounded copy.
+// (T, B, 4H) in x's dtype, and the cell states c_0 .. c_T (T + 1, B, H) in the compute dtype
+// (float for the half types): c is summed over every step and must not be rounded each time.
 #pragma once
 
 #include <vector>
@@ -78,8 +78,9 @@ inline LstmSizes check_lstm_backward_inputs(const at::Tensor& grad_y, const at::
               ": grad_hn and grad_cn must have shape ", at::IntArrayRef(state), ", got ",
               grad_hn.sizes(), " and ", grad_cn.sizes());
   const auto acc = opmath_dtype(x);
-  TORCH_CHECK(gates.scalar_type() == acc && cs.scalar_type() == acc, op, ": gates and cs must be ",
-              acc, " (what lstm saved), got ", gates.scalar_type(), " and ", cs.scalar_type());
+  TORCH_CHECK(gates.scalar_type() == x.scalar_type() && cs.scalar_type() == acc, op,
+              ": gates must be ", x.scalar_type(), " and cs ", acc, " (what lstm saved), got ",
+              gates.scalar_type(), " and ", cs.scalar_type());
   TORCH_CHECK(gates.sizes() == at::IntArrayRef({s.steps, s.batch, 4 * s.hidden}), op,
               ": gates must have shape [", s.steps, ", ", s.batch, ", ", 4 * s.hidden, "], got ",
               gates.sizes());

@@ -177,7 +177,7 @@ def _(x, h0, c0, w_ih, w_hh, b_ih, b_hh):
         x.new_empty(steps, batch, hidden),
         x.new_empty(batch, hidden),
         x.new_empty(batch, hidden),
-        x.new_empty(steps, batch, 4 * hidden, dtype=acc),
+        x.new_empty(steps, batch, 4 * hidden),
         x.new_empty(steps + 1, batch, hidden, dtype=acc),
     )
 

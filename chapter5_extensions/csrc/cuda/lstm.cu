@@ -55,7 +55,7 @@ Blas blas_for(at::ScalarType dtype) {
 
 // C = op(A) op(B) + beta C for ROW-major matrices: op(A) is m x k, op(B) is k x n, C is m x n,
 // and each leading dimension is a row's length as stored. A and B have type `ab`, C `c_type`
-// (float for half inputs: the gates stay in float between steps).
+// (float where a result is summed further, as the weight gradients and dh are).
 //
 // cuBLAS is column-major (Fortran's BLAS, seed 000's gotcha). Read as column-major, a row-major
 // matrix is its transpose, so instead of copying we ask for C^T = op(B)^T op(A)^T: swap the two
@@ -88,7 +88,8 @@ __device__ __forceinline__ acc_t sigmoid(acc_t v) {
 // place (the backward reads the activated gates), c_t = f c_{t-1} + i g, y_t = o tanh(c_t).
 // A thread per (b, j).
 template <typename scalar_t, typename acc_t>
-__global__ void lstm_step_forward_kernel(acc_t* __restrict__ gates, const acc_t* __restrict__ bias,
+__global__ void lstm_step_forward_kernel(scalar_t* __restrict__ gates,
+                                         const acc_t* __restrict__ bias,
                                          const acc_t* __restrict__ c_prev,
                                          acc_t* __restrict__ c_next, scalar_t* __restrict__ y,
                                          int64_t batch, int64_t hidden) {
@@ -96,16 +97,16 @@ __global__ void lstm_step_forward_kernel(acc_t* __restrict__ gates, const acc_t*
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        idx < batch * hidden; idx += stride) {
     const int64_t b = idx / hidden, j = idx % hidden;
-    acc_t* row = gates + b * 4 * hidden;
-    const acc_t i = sigmoid(row[j] + bias[j]);
-    const acc_t f = sigmoid(row[hidden + j] + bias[hidden + j]);
-    const acc_t g = tanh(row[2 * hidden + j] + bias[2 * hidden + j]);
-    const acc_t o = sigmoid(row[3 * hidden + j] + bias[3 * hidden + j]);
+    scalar_t* row = gates + b * 4 * hidden;
+    const acc_t i = sigmoid(static_cast<acc_t>(row[j]) + bias[j]);
+    const acc_t f = sigmoid(static_cast<acc_t>(row[hidden + j]) + bias[hidden + j]);
+    const acc_t g = tanh(static_cast<acc_t>(row[2 * hidden + j]) + bias[2 * hidden + j]);
+    const acc_t o = sigmoid(static_cast<acc_t>(row[3 * hidden + j]) + bias[3 * hidden + j]);
     const acc_t c = f * c_prev[idx] + i * g;
-    row[j] = i;
-    row[hidden + j] = f;
-    row[2 * hidden + j] = g;
-    row[3 * hidden + j] = o;
+    row[j] = static_cast<scalar_t>(i);
+    row[hidden + j] = static_cast<scalar_t>(f);
+    row[2 * hidden + j] = static_cast<scalar_t>(g);
+    row[3 * hidden + j] = static_cast<scalar_t>(o);
     c_next[idx] = c;
     y[idx] = static_cast<scalar_t>(o * tanh(c));
   }
@@ -115,15 +116,18 @@ __global__ void lstm_step_forward_kernel(acc_t* __restrict__ gates, const acc_t*
 // gradient reaching c_t from step t+1 and leaves holding the one reaching c_{t-1}. Writes the
 // gradient of the pre-activation gates, in x's dtype: the products that follow read it.
 template <typename scalar_t, typename acc_t>
-__global__ void lstm_step_backward_kernel(
-    const scalar_t* __restrict__ grad_y, const acc_t* __restrict__ dh_next, acc_t* __restrict__ dc,
-    const acc_t* __restrict__ gates, const acc_t* __restrict__ c, const acc_t* __restrict__ c_prev,
-    scalar_t* __restrict__ dgates, int64_t batch, int64_t hidden) {
+__global__ void lstm_step_backward_kernel(const scalar_t* __restrict__ grad_y,
+                                          const acc_t* __restrict__ dh_next, acc_t* __restrict__ dc,
+                                          const scalar_t* __restrict__ gates,
+                                          const acc_t* __restrict__ c,
+                                          const acc_t* __restrict__ c_prev,
+                                          scalar_t* __restrict__ dgates, int64_t batch,
+                                          int64_t hidden) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        idx < batch * hidden; idx += stride) {
     const int64_t b = idx / hidden, j = idx % hidden;
-    const acc_t* row = gates + b * 4 * hidden;
+    const scalar_t* row = gates + b * 4 * hidden;
     const acc_t i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
     const acc_t dh = static_cast<acc_t>(grad_y[idx]) + dh_next[idx];
     const acc_t tc = tanh(c[idx]);
@@ -164,7 +168,9 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
   const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
   const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
   const auto acc_options = x.options().dtype(acc);
-  at::Tensor gates = at::empty({T, B, 4 * H}, acc_options);
+  // The gates in x's dtype, as nn.LSTMCell keeps them: for bfloat16 at B = 4096 they are the
+  // largest tensor by far (T*B*4H), and float32 gates doubled the bytes every step moves.
+  at::Tensor gates = at::empty({T, B, 4 * H}, x.options());
   at::Tensor cs = at::empty({T + 1, B, H}, acc_options);
   at::Tensor y = at::empty({T, B, H}, x.options());
   cs[0].copy_(c0);
@@ -177,17 +183,17 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
     const int64_t grid = step_grid(kernel, B * H);
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const Blas blas = blas_for(dtype);
-    acc_t* g = gates.mutable_data_ptr<acc_t>();
+    scalar_t* g = gates.mutable_data_ptr<scalar_t>();
     acc_t* c = cs.mutable_data_ptr<acc_t>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
     // 1. gates = x W_ih^T for all T steps: one (T*B, I) x (I, 4H) product.
     gemm(blas, false, true, T * B, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
-         w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, acc);
+         w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
     for (int64_t t = 0; t < T; ++t) {
       // 2. gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
       const scalar_t* h_prev = t == 0 ? h0.const_data_ptr<scalar_t>() : out + (t - 1) * B * H;
       gemm(blas, false, true, B, 4 * H, H, h_prev, H, w_hh.const_data_ptr<scalar_t>(), H, 1.0,
-           g + t * B * 4 * H, 4 * H, dtype, acc);
+           g + t * B * 4 * H, 4 * H, dtype, dtype);
       kernel<<<grid, kThreads, 0, stream>>>(g + t * B * 4 * H, bias.const_data_ptr<acc_t>(),
                                             c + t * B * H, c + (t + 1) * B * H, out + t * B * H, B,
                                             H);
@@ -234,7 +240,7 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const Blas blas = blas_for(dtype);
     const acc_t* c = cs.const_data_ptr<acc_t>();
-    const acc_t* g = gates.const_data_ptr<acc_t>();
+    const scalar_t* g = gates.const_data_ptr<scalar_t>();
     scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
     acc_t* dh_ptr = dh.mutable_data_ptr<acc_t>();
     for (int64_t t = T - 1; t >= 0; --t) {
