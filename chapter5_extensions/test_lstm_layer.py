@@ -392,7 +392,24 @@ def test_rejects_mixed_devices():
         custom_ops.lstm(*args)
 
 
-# ---- the benchmark script ----------------------------------------------------------------------
+# ---- the scripts ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("device", "steps"),
+    [
+        pytest.param("cpu", 30, id="cpu"),
+        pytest.param("cuda", 200, id="cuda", marks=pytest.mark.cuda),
+    ],
+)
+def test_training_with_ours_follows_the_loss_curve_of_nn_lstm(device, steps, capsys):
+    """lstm_train.py trains the same model from the same start with each LSTM; it fails when the
+    curves part by more than its tolerance."""
+    import lstm_train
+
+    assert lstm_train.main(["--device", device, "--steps", str(steps)]) == 0, (
+        capsys.readouterr().out
+    )
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
