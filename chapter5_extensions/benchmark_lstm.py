@@ -243,6 +243,39 @@ def profile(steps: int = 64, batch: int = 64, hidden: int = 1024, dtype=torch.fl
     return "\n".join(lines) + "\n"
 
 
+def summary_table(result: dict) -> list[str]:
+    """Forward + backward only, one row per shape and dtype: GPU ms / back-to-back ms of each
+    implementation, and GPU ms of the CUDA-graph rows (the lesson quotes this table)."""
+    lines = [
+        "Forward + backward, GPU ms / back-to-back ms (CUDA-graph columns: GPU ms):",
+        "",
+        "| T, B, H | dtype | ours | cuDNN `nn.LSTM` | loop of `nn.LSTMCell` | ours, CUDA graph "
+        "| cuDNN, CUDA graph |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    table: dict = {}
+    for r in result["rows"]:
+        if r["pass"] == "fwd+bwd":
+            table.setdefault((r["T"], r["B"], r["H"], r["dtype"]), {})[r["impl"]] = r
+
+    def ms(v: float) -> str:  # three significant digits, trailing zeros kept: 2.30, 27.1, 278
+        return f"{v:#.3g}".rstrip(".")
+
+    def both(r) -> str:
+        return f"{ms(r['gpu_ms'])} / {ms(r['loop_ms'])}" if r else "not run"
+
+    def gpu(r) -> str:
+        return ms(r["gpu_ms"]) if r else "not run"
+
+    for (steps, batch, hidden, dtype), by in table.items():
+        lines.append(
+            f"| {steps}, {batch}, {hidden} | {dtype} | {both(by.get('ours'))} "
+            f"| {both(by.get('cuDNN nn.LSTM'))} | {both(by.get('loop of nn.LSTMCell'))} "
+            f"| {gpu(by.get('ours, CUDA graph'))} | {gpu(by.get('cuDNN nn.LSTM, CUDA graph'))} |"
+        )
+    return lines
+
+
 def to_markdown(result: dict) -> str:
     lines = [
         f"{result['gpu']}; torch {result['torch']}, CUDA {result['cuda']}, cuDNN "
@@ -262,6 +295,7 @@ def to_markdown(result: dict) -> str:
             f"| {r['T']}, {r['B']}, {r['H']} | {r['dtype']} | {r['pass']} | {r['impl']} | "
             f"{r['gpu_ms']:.3f} | {r['loop_ms']:.3f} | {speed} |"
         )
+    lines += ["", *summary_table(result)]
     if result.get("sweep"):
         lines += [
             "",

@@ -194,9 +194,7 @@ def device_facts() -> dict:
     return facts
 
 
-def to_markdown(
-    facts: dict, steps: list[dict], benchmark_tables: list[str], wall_s: float
-) -> str:
+def to_markdown(facts: dict, steps: list[dict], benchmark_tables: list[str], wall_s: float) -> str:
     gpus = ", ".join(f"{g['name']} (sm_{g['capability'].replace('.', '')})" for g in facts["gpus"])
     lines = [
         "# make gpu-check",
@@ -417,9 +415,7 @@ def benchmark(args, log: Path, python: str, steps: list[dict]) -> list[str]:
     return [p.read_text() for p in sorted(bench_out.glob("*.md"))]
 
 
-def write_results(
-    out: Path, steps: list[dict], benchmark_tables: list[str], wall_s: float
-) -> int:
+def write_results(out: Path, steps: list[dict], benchmark_tables: list[str], wall_s: float) -> int:
     """gpu_check.json and gpu_check.md in `out`; 1 if a step failed, else 0."""
     for step in steps:
         step.pop("tail", None)
