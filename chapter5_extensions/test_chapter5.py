@@ -1,7 +1,8 @@
-"""Tests for chapter 5's custom_ops package: every operator against a plain PyTorch reference,
-gradients and gradcheck, opcheck, torch.compile(fullgraph=True), the modules, bad inputs by their
-messages; then the package as a user meets it: a CPU-only wheel installed elsewhere, DDP,
-compile_commands.json and the op scaffold. Tests marked `sanitize` rerun under compute-sanitizer.
+"""Tests for chapter 5's operators: every op against a plain PyTorch reference, gradients and
+gradcheck, opcheck, torch.compile(fullgraph=True), any strides, autocast, the modules, bad inputs
+by their messages. Tests marked `sanitize` rerun under compute-sanitizer. The package as a user
+meets it (wheel, DDP, scaffold, the scripts) is tested in test_package.py, the LSTM layer in
+test_lstm_layer.py.
 
     python chapter5_extensions/test_chapter5.py     # on its own
     pytest chapter5_extensions                      # or under pytest
@@ -9,10 +10,6 @@ compile_commands.json and the op scaffold. Tests marked `sanitize` rerun under c
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,14 +28,6 @@ HERE = Path(__file__).resolve().parent
 HAS_CUDA = torch.cuda.is_available()
 CAN_BUILD_CUDA = torch.version.cuda is not None and CUDA_HOME is not None
 ops = torch.ops.custom_ops
-
-
-def import_own_script(name: str):
-    """This chapter's `name`.py, loaded by path (other chapters have files of the same name)."""
-    spec = importlib.util.spec_from_file_location(f"chapter5_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # One rounding of the output dtype (the kernels compute half types in float); sums get more room.
@@ -740,145 +729,7 @@ def test_rejects_mixed_devices(call, message):
         call()
 
 
-# ---- the package as a user meets it ------------------------------------------------------------
-
-
-def test_a_cpu_only_wheel_installs_and_imports_from_elsewhere(tmp_path):
-    """USE_CUDA=0: build a wheel, install it into an empty folder, import it from there in a new
-    Python, and run an op. (The CPU-only objects are cached in build/cpu between runs.)"""
-    env = {
-        **os.environ,
-        "USE_CUDA": "0",
-        "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count())),
-    }
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run(
-        [
-            *pip,
-            "wheel",
-            "--no-build-isolation",
-            "--no-deps",
-            str(HERE),
-            "-w",
-            str(tmp_path / "dist"),
-        ],
-        check=True,
-        env=env,
-        cwd=HERE,
-    )
-    (wheel,) = (tmp_path / "dist").glob("custom_ops-0.1.0-cp310-abi3-*.whl")
-    target = tmp_path / "site"
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True)
-    script = (
-        "import torch, custom_ops; "
-        "print(custom_ops.__file__); print(custom_ops.built_with_cuda()); "
-        "print(custom_ops.fused_bias_relu(torch.tensor([[-1.0, 2.0]]), torch.tensor([0.5, 0.5])).tolist())"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(target)},
-    ).stdout.splitlines()
-    assert out[0].startswith(str(target)) and out[1] == "False" and out[2] == "[[0.0, 2.5]]"
-
-
-def test_compile_commands_lists_every_source():
-    compile_commands = import_own_script("compile_commands")
-    path = compile_commands.main([])
-    entries = json.loads(path.read_text())
-    files = {Path(e["file"]).name for e in entries}
-    expected = {p.name for p in (HERE / "csrc").glob("*.cpp")}
-    if CAN_BUILD_CUDA:
-        expected |= {p.name for p in (HERE / "csrc" / "cuda").glob("*.cu")}
-    assert expected <= files
-    assert all("torch/include" in (e.get("command") or " ".join(e["arguments"])) for e in entries)
-
-
-def test_ddp_with_two_processes_matches_one_process():
-    """torchrun --nproc_per_node=2 on the CPU (gloo): the custom layer trained with DDP ends with
-    the same weights as a single process trained on the whole batch."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
-            str(HERE / "ddp_train.py"),
-            "--steps",
-            "5",
-            "--device",
-            "cpu",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=HERE,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "DDP (2 processes) matches one process" in result.stdout
-
-
-def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path):
-    scaffold = import_own_script("scaffold")
-    files = scaffold.scaffold("scaled_copy", tmp_path)
-    assert {f.name for f in files} >= {
-        "scaled_copy.cpp",
-        "scaled_copy.cu",
-        "scaled_copy.py",
-        "test_scaled_copy.py",
-    }
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(tmp_path / "test_scaled_copy.py"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=600,
-        env={**os.environ, "TORCH_EXTENSIONS_DIR": str(HERE / "build" / "scaffold_test")},
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
-# ---- the scripts a reader runs ------------------------------------------------------------------
-
-
-def test_example_usage_runs(capsys):
-    import_own_script("example_usage").main()
-    out = capsys.readouterr().out
-    assert "gradients match plain PyTorch: True" in out
-    assert (
-        "compiled model matches eager (fullgraph=True, no graph break at the custom op): True"
-        in out
-    )
-
-
-@pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
-def test_benchmark_says_it_needs_a_gpu(capsys):
-    assert import_own_script("benchmark").main(["--quick"]) == 2
-    assert "needs a CUDA GPU" in capsys.readouterr().out
-
-
-def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path):
-    """call_cost.py builds call_cost.cpp, checks each way in against torch.relu, and writes its
-    table (on the CPU here; the lesson's numbers come from a GPU)."""
-    call_cost = import_own_script("call_cost")
-    assert call_cost.main(["--quick", "--out", str(tmp_path)]) == 0
-    (table,) = tmp_path.glob("call_cost_*.md")
-    rows = [line for line in table.read_text().splitlines() if line.startswith("| ")]
-    assert len(rows) == 2 + 8  # the header, its rule, and one row per way in
-    with pytest.raises(RuntimeError, match="call_cost::relu: x must be a floating-point tensor"):
-        torch.ops.call_cost.relu_cpp(torch.ones(3, dtype=torch.int32))
+# ---- the cheap ops: autograd in C++ (csrc/autograd.cpp) --------------------------------------
 
 
 @pytest.mark.parametrize("name", ["relu", "fused_bias_relu", "reduce_sum"])
@@ -935,13 +786,6 @@ def test_fused_bias_relu_gives_a_gradient_to_bias_alone(device, generator):
     (grad_bias,) = torch.autograd.grad(custom_ops.fused_bias_relu(x, b, 0.5).sum(), b)
     (expected,) = torch.autograd.grad(torch.relu(x * 0.5 + b).sum(), b)
     torch.testing.assert_close(grad_bias, expected)
-
-
-@pytest.mark.cuda
-def test_benchmark_quick_run_writes_its_table(tmp_path):
-    benchmark = import_own_script("benchmark")
-    assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "chapter5_cuda.md").read_text().count("|") > 20
 
 
 # ---- under compute-sanitizer: every CUDA kernel once, on small shapes --------------------------
