@@ -133,6 +133,42 @@ def test_unbatched_input(device, generator):
     )
 
 
+def test_unbatched_input_without_a_state(device, generator):
+    reference, ours = pair(3, 4, device, torch.float64)
+    compare_forward_and_backward(
+        reference, ours, random((6, 3), generator), None, device, torch.float64
+    )
+
+
+def test_a_loss_on_y_alone_with_frozen_weights(device, generator):
+    """Only x requires grad and only y reaches the loss: the gradients of h_n and c_n arrive as
+    zeros, and the weights need none; x's gradient still matches torch.nn.LSTM's."""
+    reference, ours = pair(4, 5, device, torch.float64, num_layers=2)
+    for p in [*reference.parameters(), *ours.parameters()]:
+        p.requires_grad_(False)
+    x = random((7, 3, 4), generator)
+    x_ref, x_ours = x.clone().requires_grad_(), x.to(device).requires_grad_()
+    (grad_ref,) = torch.autograd.grad(reference(x_ref)[0].pow(2).sum(), x_ref)
+    (grad_ours,) = torch.autograd.grad(ours(x_ours)[0].pow(2).sum(), x_ours)
+    torch.testing.assert_close(grad_ours.cpu(), grad_ref, **TOLERANCES[torch.float64])
+
+
+def test_an_empty_batch(device, generator):
+    """B = 0 with T > 0: empty outputs of the right shapes, and a backward that runs."""
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh = layer_inputs(device, requires_grad=True, sizes=(4, 0, 3, 5))
+    y, h, c = custom_ops.lstm(x, h0, c0, w_ih, w_hh, b_ih, b_hh)
+    assert y.shape == (4, 0, 5) and h.shape == c.shape == (0, 5)
+    (y.sum() + h.sum() + c.sum()).backward()
+    assert w_ih.grad.abs().sum() == 0 and x.grad.shape == x.shape
+
+
+def test_module_refuses_a_state_with_the_wrong_number_of_layers(generator):
+    ours = custom_ops.LSTM(3, 4, num_layers=2)
+    state = torch.zeros(1, 2, 4)
+    with pytest.raises(RuntimeError, match=r"h0 must have shape \(num_layers=2, batch, hidden\)"):
+        ours(torch.zeros(5, 2, 3), (state, state))
+
+
 def test_an_empty_sequence_returns_the_initial_state(device, generator):
     """T = 0: no step, y is empty and (h_n, c_n) = (h0, c0); gradients flow to h0 and c0.
     (torch.nn.LSTM refuses T = 0, so this is checked against what it must be.)"""

@@ -89,7 +89,7 @@ TORCH_LIBRARY_IMPL(custom_ops, AutocastCUDA, m) {
   constexpr auto kCUDA = c10::DeviceType::CUDA;
   m.impl("fused_bias_relu", &fused_bias_relu_autocast<kCUDA>);
   m.impl("lstm_cell", &lstm_cell_autocast<kCUDA>);
-  m.impl("lstm", &lstm_autocast<kCUDA>);  // torch.nn.LSTM runs in bfloat16 too (cuDNN's RNN)
+  m.impl("lstm", &lstm_autocast<kCUDA>);  // in autocast's dtype (nn.LSTM's cuDNN path: float16)
   m.impl("conv_rnn", &conv_rnn_autocast<kCUDA>);
   m.impl("reduce_sum", &reduce_sum_autocast<kCUDA>);
 }

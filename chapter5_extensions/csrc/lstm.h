@@ -6,6 +6,8 @@
 // y (T, B, H), h_n and c_n (B, H), and two tensors for the backward: the activated gates
 // (T, B, 4H) in x's dtype, and the cell states c_0 .. c_T (T + 1, B, H) in the compute dtype
 // (float for the half types): c is summed over every step and must not be rounded each time.
+// The backward's gradient of the gates is rounded to x's dtype on CUDA (an operand of cuBLAS's
+// products) and kept in float on the CPU, so half-type gradients differ between the two a little.
 #pragma once
 
 #include <vector>
@@ -48,7 +50,8 @@ inline LstmSizes check_lstm_inputs(const at::Tensor& x, const at::Tensor& h0, co
   const std::pair<const at::Tensor*, const char*> rest[] = {
       {&c0, "c0"}, {&b_ih, "b_ih"}, {&b_hh, "b_hh"}};
   for (const auto& [t, name] : rest) check_like(x, *t, op, "x", name);
-  // Arrays, not IntArrayRef{...}: an ArrayRef of a braced list dangles after the statement.
+  // Vectors, not IntArrayRef{...}: an ArrayRef made from a braced list points into a temporary,
+  // fine inside one expression (as in the checks above) but dangling once stored in a variable.
   const std::vector<int64_t> state{s.batch, s.hidden};
   TORCH_CHECK(c0.sizes() == state, op, ": c0 must have shape [", s.batch, ", ", s.hidden,
               "] (batch, hidden), got ", c0.sizes());

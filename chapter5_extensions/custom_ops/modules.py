@@ -121,9 +121,16 @@ class LSTM(torch.nn.Module):
         if self.batch_first and not unbatched:
             x = x.transpose(0, 1)  # the op is time-major; it makes x contiguous itself
         if hx is None:
-            zeros = x.new_zeros(self.num_layers, x.shape[1], self.hidden_size)
-            hx = (zeros, zeros)
-        h0, c0 = (t.unsqueeze(1) for t in hx) if unbatched else hx
+            h0 = c0 = x.new_zeros(self.num_layers, x.shape[1], self.hidden_size)
+        else:
+            h0, c0 = (t.unsqueeze(1) for t in hx) if unbatched else hx
+        for name, state in (("h0", h0), ("c0", c0)):  # the op checks each layer's (B, H)
+            if state.dim() != 3 or state.shape[0] != self.num_layers:
+                raise RuntimeError(
+                    f"custom_ops.LSTM: {name} must have shape (num_layers={self.num_layers}, "
+                    f"batch, hidden), or (num_layers, hidden) for unbatched input; got "
+                    f"{tuple(state.shape)}"
+                )
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             w_ih = getattr(self, f"weight_ih_l{layer}")

@@ -57,9 +57,10 @@ Blas blas_for(at::ScalarType dtype) {
 // and each leading dimension is a row's length as stored. A and B have type `ab`, C `c_type`
 // (float where a result is summed further, as the weight gradients and dh are).
 //
-// cuBLAS is column-major (Fortran's BLAS, seed 000's gotcha). Read as column-major, a row-major
-// matrix is its transpose, so instead of copying we ask for C^T = op(B)^T op(A)^T: swap the two
-// operands and the two sizes m and n, and every matrix is passed exactly as it lies in memory.
+// cuBLAS is column-major (Fortran's BLAS; the production notes this course grew from warn of it).
+// Read as column-major, a row-major matrix is its transpose, so instead of copying we ask for C^T =
+// op(B)^T op(A)^T: swap the two operands and the two sizes m and n, and every matrix is passed
+// exactly as it lies in memory.
 void gemm(const Blas& blas, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
           at::ScalarType ab, at::ScalarType c_type) {
