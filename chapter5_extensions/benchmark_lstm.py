@@ -22,6 +22,7 @@ import argparse
 import datetime
 import gc
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +36,10 @@ from benchmark import Timer, event_ms  # noqa: E402  (chapter 5's one timer)
 CASES = [(64, 8, 512), (64, 64, 1024), (256, 64, 1024), (64, 4096, 1024)]
 QUICK_CASES = [(16, 8, 128), (16, 64, 256)]
 SWEEP_BATCHES = [1, 4, 16, 64, 256, 1024, 4096]  # T = 64, H = I = 1024, float32, fwd+bwd
+# --persistent-sweep: where the persistent kernel beats the step loop (T = 64, H = I).
+PERSISTENT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
+PERSISTENT_HIDDEN = [256, 512, 1024]
+PERSISTENT = "CUSTOM_OPS_LSTM_PERSISTENT"  # "0": the step loop; "1": persistent where it fits
 
 
 def cell_loop(cell):
@@ -185,6 +190,87 @@ def rows_for(timer: Timer, steps: int, batch: int, hidden: int, dtype, use_compi
                 f"{m['host_ms']:.3f})",
                 flush=True,
             )
+
+
+def with_path(path: str, fn):
+    """fn run with CUSTOM_OPS_LSTM_PERSISTENT set to path (the op reads it on every call)."""
+
+    def run():
+        before = os.environ.get(PERSISTENT)
+        os.environ[PERSISTENT] = path
+        try:
+            return fn()
+        finally:
+            if before is None:
+                del os.environ[PERSISTENT]
+            else:
+                os.environ[PERSISTENT] = before
+
+    return run
+
+
+def persistent_kernels(fn) -> str:
+    """Which passes of fn() ran as a persistent kernel: "fwd+bwd", "fwd", "bwd" or "none"."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = " ".join(e.name for e in prof.events())
+    ran = [p for p in ("fwd", "bwd") if f"lstm_{p}ward_persistent" in names]
+    return "+".join(ran) if ran else "none"
+
+
+def persistent_sweep(timer: Timer) -> list[dict]:
+    """fwd+bwd of custom_ops.LSTM with each path, T = 64, H = I, at small batches."""
+    import custom_ops
+
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for hidden in PERSISTENT_HIDDEN:
+            torch.manual_seed(0)
+            model = custom_ops.LSTM(hidden, hidden, device="cuda", dtype=dtype)
+            for batch in PERSISTENT_BATCHES:
+                x = torch.randn(64, batch, hidden, device="cuda", dtype=dtype, requires_grad=True)
+                grad_y = torch.randn_like(x)
+                call = fwd_bwd(FirstOutput(model), x, [x, *model.parameters()], grad_y)
+                row = {"H": hidden, "B": batch, "dtype": str(dtype).removeprefix("torch.")}
+                for path, name in (("1", "persistent"), ("0", "step loop")):
+                    fn = with_path(path, call)
+                    m = timed(timer, fn)
+                    row[name] = {"gpu_ms": m["gpu_ms"], "loop_ms": m["loop_ms"]}
+                row["ran"] = persistent_kernels(with_path("1", call))
+                row["default"] = persistent_kernels(call)
+                rows.append(row)
+                print(
+                    f"  H={hidden:5d} B={batch:3d} {row['dtype']:8s} persistent "
+                    f"{row['persistent']['gpu_ms']:.3f} / {row['persistent']['loop_ms']:.3f} ms, "
+                    f"step loop {row['step loop']['gpu_ms']:.3f} / "
+                    f"{row['step loop']['loop_ms']:.3f} ms (ran: {row['ran']}, by default: "
+                    f"{row['default']})",
+                    flush=True,
+                )
+    return rows
+
+
+def persistent_table(rows: list[dict]) -> list[str]:
+    lines = [
+        "The persistent kernel against the step loop, fwd+bwd, T = 64, H = I "
+        "(GPU ms / back-to-back ms; `ran`: the passes that fit the persistent kernel; "
+        "`default`: what runs with CUSTOM_OPS_LSTM_PERSISTENT unset):",
+        "",
+        "| H | B | dtype | persistent | step loop | loop / persistent (GPU) | ran | default |",
+        "| ---: | ---: | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in rows:
+        p, s = r["persistent"], r["step loop"]
+        lines.append(
+            f"| {r['H']} | {r['B']} | {r['dtype']} | {p['gpu_ms']:.3f} / {p['loop_ms']:.3f} "
+            f"| {s['gpu_ms']:.3f} / {s['loop_ms']:.3f} | {s['gpu_ms'] / p['gpu_ms']:.2f} "
+            f"| {r['ran']} | {r['default']} |"
+        )
+    return lines
 
 
 def profile(steps: int = 64, batch: int = 64, hidden: int = 1024, dtype=torch.float32) -> str:
@@ -343,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled cell loop")
     parser.add_argument("--no-sweep", action="store_true", help="skip the batch-size sweep")
     parser.add_argument("--profile", action="store_true", help="only the kernel-time profile")
+    parser.add_argument(
+        "--persistent-sweep",
+        action="store_true",
+        help="only the persistent kernel against the step loop (lstm_persistent.{md,json})",
+    )
     parser.add_argument("--out", type=Path, help="write lstm_layer.{md,json,png} here")
     parser.add_argument(
         "--dtypes", default="float32,bfloat16", help="comma-separated (default: both)"
@@ -365,6 +456,21 @@ def main(argv: list[str] | None = None) -> int:
         print(profile())
         return 0
     timer = Timer()
+    if args.persistent_sweep:
+        result = {
+            "gpu": torch.cuda.get_device_name(),
+            "torch": torch.__version__,
+            "date": datetime.date.today().isoformat(),
+            "rows": persistent_sweep(timer),
+        }
+        table = f"{result['gpu']}; torch {result['torch']}; {result['date']}.\n\n"
+        table += "\n".join(persistent_table(result["rows"])) + "\n"
+        print(table)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "lstm_persistent.json").write_text(json.dumps(result, indent=2) + "\n")
+            (args.out / "lstm_persistent.md").write_text(table)
+        return 0
     rows = []
     dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
     for steps, batch, hidden in QUICK_CASES if args.quick else CASES:

@@ -328,9 +328,12 @@ def test_under_autocast_runs_in_autocasts_dtype(device_type, dtype, generator):
 
 
 @pytest.mark.cuda
-def test_forward_can_be_captured_in_a_cuda_graph(generator):
+@pytest.mark.parametrize("path", ["1", "0"], ids=["persistent", "step-loop"])
+def test_forward_can_be_captured_in_a_cuda_graph(path, generator, monkeypatch):
     """No synchronisation, no host-side allocation outside PyTorch's allocator: the forward
-    records into a CUDA graph, and a replay on new data gives what an eager call gives."""
+    records into a CUDA graph (a cooperative launch too), and a replay on new data gives what an
+    eager call gives."""
+    monkeypatch.setenv("CUSTOM_OPS_LSTM_PERSISTENT", path)
     args = layer_inputs("cuda", torch.float32, sizes=(8, 4, 16, 32))
     static = [a.clone() for a in args]
     stream = torch.cuda.Stream()
@@ -350,10 +353,12 @@ def test_forward_can_be_captured_in_a_cuda_graph(generator):
 
 
 @pytest.mark.cuda
-def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator):
+def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator, monkeypatch):
     """The flag torch.nn.LSTM obeys on CUDA (torch.backends.cudnn's allow_tf32, "tf32" for RNNs
     by default) decides for ours too: with it off, float32 agrees with float64 to ~1e-6; with it
-    on, TF32's 10-bit mantissa shows (errors near 1e-3)."""
+    on, TF32's 10-bit mantissa shows (errors near 1e-3). The step loop's cuBLAS products only:
+    the persistent kernel multiplies on CUDA cores, in full float32 either way."""
+    monkeypatch.setenv(PERSISTENT, "0")
     args64 = layer_inputs("cuda", torch.float64, sizes=(16, 8, 256, 256))
     for w in args64[3:5]:  # nn.LSTM's scale, 1/sqrt(H): with unit weights the gates saturate
         w /= 16  # and the recurrence amplifies any rounding to O(1) within a few steps
@@ -364,6 +369,92 @@ def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator):
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
         tf32 = (custom_ops.lstm(*args32)[0].double() - want).abs().max().item()
     assert strict < 1e-5 < tf32, (strict, tf32)
+
+
+# ---- the persistent kernel (lstm_persistent.cu) and the step loop, each against nn.LSTM ----------
+
+PERSISTENT = "CUSTOM_OPS_LSTM_PERSISTENT"  # "0": always the step loop; "1": persistent if it fits
+PATHS = [pytest.param("1", id="persistent"), pytest.param("0", id="step-loop")]
+
+# Sizes that reach every edge of the persistent kernel's work split on a 132-SM H100: one unit per
+# block (H <= 132), two with a short last block (H = 263), batch tiles of 8 full and partial
+# (B = 3, 9), one step and many, and I != H.
+PERSISTENT_SHAPES = [
+    pytest.param((1, 1, 3, 5), id="T1-B1-H5"),
+    pytest.param((7, 3, 16, 33), id="T7-B3-H33"),
+    pytest.param((6, 9, 20, 263), id="T6-B9-H263"),
+    pytest.param((5, 16, 64, 512), id="T5-B16-H512"),
+]
+
+
+def kernels_run(fn) -> set[str]:
+    """The names of the CUDA kernels fn() launches (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("sizes", PERSISTENT_SHAPES)
+def test_both_cuda_paths_match_nn_lstm(path, dtype, sizes, generator, monkeypatch):
+    monkeypatch.setenv(PERSISTENT, path)
+    steps, batch, input_size, hidden = sizes
+    reference, ours = pair(input_size, hidden, "cuda", dtype)
+    x = random((steps, batch, input_size), generator)
+    hx = tuple(random((1, batch, hidden), generator) for _ in range(2))
+    with strict_float32():
+        compare_forward_and_backward(reference, ours, x, hx, "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", PATHS)
+def test_the_variable_picks_the_path(path, monkeypatch):
+    """At B = 4 the forward and the backward each run as one persistent kernel ("1"), or as one
+    fused step kernel per step ("0"); never both."""
+    monkeypatch.setenv(PERSISTENT, path)
+    args = layer_inputs("cuda", torch.float32, requires_grad=True, sizes=(16, 4, 32, 64))
+
+    def fwd_bwd():
+        y, h, c = custom_ops.lstm(*args)
+        (y.sum() + h.sum() + c.sum()).backward()
+
+    names = kernels_run(fwd_bwd)
+    persistent = {n for n in names if "persistent" in n}
+    steps = {n for n in names if "lstm_step" in n}
+    if path == "1":
+        assert len(persistent) == 2 and not steps, names
+    else:
+        assert not persistent and len(steps) == 2, names
+
+
+@pytest.mark.cuda
+def test_persistent_float32_is_full_float32_with_tf32_allowed(monkeypatch):
+    """The recurrent products on CUDA cores in float32: TF32's rounding never shows in them,
+    whatever the flag says. (x = 0, so that the input projection, a cuBLAS product that does
+    follow the flag, is exactly zero either way.)"""
+    monkeypatch.setenv(PERSISTENT, "1")
+    args64 = layer_inputs("cuda", torch.float64, sizes=(16, 8, 256, 256))
+    args64[0].zero_()
+    for w in args64[3:5]:
+        w /= 16
+    want = custom_ops.lstm(*args64)[0]
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+        got = custom_ops.lstm(*[a.float() for a in args64])[0]
+    assert (got.double() - want).abs().max().item() < 1e-5
+
+
+@pytest.mark.cuda
+def test_too_large_for_the_persistent_kernel_falls_back_to_the_step_loop(monkeypatch):
+    """H = 2048 in float32: a block's rows of W_hh alone would need 512 KB of shared memory."""
+    monkeypatch.setenv(PERSISTENT, "1")
+    args = layer_inputs("cuda", torch.float32, sizes=(2, 1, 8, 2048))
+    names = kernels_run(lambda: custom_ops.lstm(*args))
+    assert not any("persistent" in n for n in names) and any("lstm_step" in n for n in names)
 
 
 # ---- bad input, by the message it must produce, before any work -----------------------------------
@@ -472,7 +563,9 @@ def test_benchmark_quick_run_writes_its_table(tmp_path):
 @pytest.mark.cuda
 @pytest.mark.sanitize
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_cuda_forward_and_backward_on_small_shapes(dtype):
+@pytest.mark.parametrize("path", ["1", "0"], ids=["persistent", "step-loop"])
+def test_cuda_forward_and_backward_on_small_shapes(dtype, path, monkeypatch):
+    monkeypatch.setenv("CUSTOM_OPS_LSTM_PERSISTENT", path)
     args = layer_inputs("cuda", dtype, requires_grad=True, sizes=(3, 2, 5, 7))
     y, h, c = custom_ops.lstm(*args)
     (y.float().sum() + h.float().sum() + c.float().sum()).backward()

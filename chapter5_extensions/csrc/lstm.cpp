@@ -19,16 +19,6 @@
 namespace custom_ops {
 namespace {
 
-using LstmOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-using LstmGrads =
-    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-
-// A new tensor of `dtype` holding t: never t itself, so no output aliases an input or another
-// output (PyTorch's rule for operators; opcheck tests it).
-at::Tensor fresh(const at::Tensor& t, at::ScalarType dtype) {
-  return t.to(dtype, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
-}
-
 LstmOut lstm_cpu(const at::Tensor& x_in, const at::Tensor& h0, const at::Tensor& c0,
                  const at::Tensor& w_ih, const at::Tensor& w_hh, const at::Tensor& b_ih,
                  const at::Tensor& b_hh) {

@@ -10,11 +10,24 @@
 // products) and kept in float on the CPU, so half-type gradients differ between the two a little.
 #pragma once
 
+#include <tuple>
 #include <vector>
 
 #include "checks.h"
 
 namespace custom_ops {
+
+// lstm's outputs (y, h_n, c_n, gates, cs) and lstm_backward's (the gradients of x, h0, c0, w_ih,
+// w_hh and of the bias, the same for b_ih and b_hh).
+using LstmOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using LstmGrads =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// A new tensor of `dtype` holding t: never t itself, so no output aliases an input or another
+// output (PyTorch's rule for operators; opcheck tests it).
+inline at::Tensor fresh(const at::Tensor& t, at::ScalarType dtype) {
+  return t.to(dtype, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
+}
 
 struct LstmSizes {
   int64_t steps, batch, input, hidden;  // T, B, I, H

@@ -22,14 +22,21 @@ except ImportError as error:
 from .modules import LSTM, ConvRNN, FusedBiasReLU, LSTMCell
 from .ops import conv_rnn, fused_bias_relu, lstm, lstm_cell, reduce_sum, relu
 
+# The names of the classic "Chapter 5" README this package grew from (README: "Coming from the
+# classic layout"): the same op and module, nothing of their own.
+fused_op_forward = fused_bias_relu  # relu(x * scale + bias), the op custom_ops::fused_bias_relu
+FusedOpLayer = FusedBiasReLU  # FusedOpLayer(features, scale): a learned bias, zero at the start
+
 __all__ = [
     "LSTM",
     "ConvRNN",
     "FusedBiasReLU",
+    "FusedOpLayer",
     "LSTMCell",
     "built_with_cuda",
     "conv_rnn",
     "fused_bias_relu",
+    "fused_op_forward",
     "lstm",
     "lstm_cell",
     "reduce_sum",

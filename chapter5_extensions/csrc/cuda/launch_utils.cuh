@@ -3,10 +3,12 @@
 // guard + stream every launcher starts with.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -32,6 +34,13 @@ int64_t blocks_to_fill_gpu(Kernel kernel, int threads_per_block, size_t shared_b
               " threads on an SM (too many registers or too much shared memory)");
   const int sm_count = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   return static_cast<int64_t>(sm_count) * blocks_per_sm;
+}
+
+// The grid of a grid-stride kernel with a thread per element of `work`: one block per kThreads
+// elements, but no more blocks than fill the GPU (the loop covers the rest).
+template <typename Kernel>
+int64_t grid_for(Kernel kernel, int64_t work) {
+  return std::min(ceil_div(work, kThreads), blocks_to_fill_gpu(kernel, kThreads));
 }
 
 // The widest vector (in elements, at most 16 bytes) at which every pointer is aligned and, when

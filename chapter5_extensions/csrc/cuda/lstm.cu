@@ -1,10 +1,12 @@
 // lstm.cu: custom_ops::lstm and its backward for CUDA tensors: csrc/lstm.cpp's algorithm with the
 // products as direct cuBLAS calls and the pointwise part of each step as one fused kernel. Per
 // time step the host issues two calls (a GEMM and a kernel) and nothing else: no tensor is
-// created and no ATen op is dispatched inside the loop.
+// created and no ATen op is dispatched inside the loop. lstm_persistent.cu can replace each loop
+// with one launch (opt-in: CUSTOM_OPS_LSTM_PERSISTENT=1).
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDADataType.h>
 #include <ATen/cuda/Exceptions.h>
 #include <torch/library.h>
 
@@ -12,25 +14,10 @@
 
 #include "../lstm.h"
 #include "launch_utils.cuh"
+#include "lstm_persistent.h"
 
 namespace custom_ops::cuda {
 namespace {
-
-cudaDataType_t cuda_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kDouble:
-      return CUDA_R_64F;
-    case at::kFloat:
-      return CUDA_R_32F;
-    case at::kHalf:
-      return CUDA_R_16F;
-    case at::kBFloat16:
-      return CUDA_R_16BF;
-    default:
-      break;
-  }
-  TORCH_CHECK(false, "lstm: no cuBLAS type for ", t);
-}
 
 // What every product of one call shares: the handle (bound to the current stream) and the compute
 // type. Taken once per call, not per product: the time loop makes thousands of products.
@@ -75,9 +62,11 @@ void gemm(const Blas& blas, bool trans_a, bool trans_b, int64_t m, int64_t n, in
       cublasGemmEx(blas.handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
                    static_cast<int>(k), in_double ? static_cast<const void*>(&alpha) : &alpha_f, b,
-                   cuda_dtype(ab), static_cast<int>(ldb), a, cuda_dtype(ab), static_cast<int>(lda),
-                   in_double ? static_cast<const void*>(&beta) : &beta_f, c, cuda_dtype(c_type),
-                   static_cast<int>(ldc), blas.compute, CUBLAS_GEMM_DEFAULT));
+                   at::cuda::ScalarTypeToCudaDataType(ab), static_cast<int>(ldb), a,
+                   at::cuda::ScalarTypeToCudaDataType(ab), static_cast<int>(lda),
+                   in_double ? static_cast<const void*>(&beta) : &beta_f, c,
+                   at::cuda::ScalarTypeToCudaDataType(c_type), static_cast<int>(ldc), blas.compute,
+                   CUBLAS_GEMM_DEFAULT));
 }
 
 template <typename acc_t>
@@ -142,21 +131,6 @@ __global__ void lstm_step_backward_kernel(const scalar_t* __restrict__ grad_y,
   }
 }
 
-// One block of kThreads per kThreads (b, j) pairs: at B * H = 64 * 1024 that is 256 blocks, so
-// every SM has work; the grid-stride loop covers larger steps with a grid sized once per call.
-template <typename Kernel>
-int64_t step_grid(Kernel kernel, int64_t work) {
-  return std::min(ceil_div(work, kThreads), blocks_to_fill_gpu(kernel, kThreads));
-}
-
-at::Tensor fresh(const at::Tensor& t, at::ScalarType dtype) {
-  return t.to(dtype, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
-}
-
-using LstmOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-using LstmGrads =
-    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-
 LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Tensor& c0,
                   const at::Tensor& w_ih_in, const at::Tensor& w_hh_in, const at::Tensor& b_ih,
                   const at::Tensor& b_hh) {
@@ -181,7 +155,7 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     auto kernel = lstm_step_forward_kernel<scalar_t, acc_t>;
-    const int64_t grid = step_grid(kernel, B * H);
+    const int64_t grid = grid_for(kernel, B * H);
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const Blas blas = blas_for(dtype);
     scalar_t* g = gates.mutable_data_ptr<scalar_t>();
@@ -190,6 +164,8 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
     // 1. gates = x W_ih^T for all T steps: one (T*B, I) x (I, 4H) product.
     gemm(blas, false, true, T * B, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
          w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
+    // All T steps as one launch (lstm_persistent.cu), when asked for and they fit.
+    if (lstm_forward_persistent(gates, w_hh, bias, h0, cs, y)) return;
     for (int64_t t = 0; t < T; ++t) {
       // 2. gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
       const scalar_t* h_prev = t == 0 ? h0.const_data_ptr<scalar_t>() : out + (t - 1) * B * H;
@@ -237,21 +213,24 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_backward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     auto kernel = lstm_step_backward_kernel<scalar_t, acc_t>;
-    const int64_t grid = step_grid(kernel, B * H);
+    const int64_t grid = grid_for(kernel, B * H);
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const Blas blas = blas_for(dtype);
     const acc_t* c = cs.const_data_ptr<acc_t>();
     const scalar_t* g = gates.const_data_ptr<scalar_t>();
     scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
     acc_t* dh_ptr = dh.mutable_data_ptr<acc_t>();
-    for (int64_t t = T - 1; t >= 0; --t) {
-      // 3. One step back: the fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.
-      kernel<<<grid, kThreads, 0, stream>>>(
-          grad_y.const_data_ptr<scalar_t>() + t * B * H, dh_ptr, dc.mutable_data_ptr<acc_t>(),
-          g + t * B * 4 * H, c + (t + 1) * B * H, c + t * B * H, dg + t * B * 4 * H, B, H);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      gemm(blas, false, false, B, H, 4 * H, dg + t * B * 4 * H, 4 * H,
-           w_hh.const_data_ptr<scalar_t>(), H, 0.0, dh_ptr, H, dtype, acc);
+    // All T steps back as one launch (lstm_persistent.cu), when asked for and they fit.
+    if (!lstm_backward_persistent(grad_y, w_hh, gates, cs, dh, dc, dgates)) {
+      for (int64_t t = T - 1; t >= 0; --t) {
+        // 3. One step back: the fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.
+        kernel<<<grid, kThreads, 0, stream>>>(
+            grad_y.const_data_ptr<scalar_t>() + t * B * H, dh_ptr, dc.mutable_data_ptr<acc_t>(),
+            g + t * B * 4 * H, c + (t + 1) * B * H, c + t * B * H, dg + t * B * 4 * H, B, H);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        gemm(blas, false, false, B, H, 4 * H, dg + t * B * 4 * H, 4 * H,
+             w_hh.const_data_ptr<scalar_t>(), H, 0.0, dh_ptr, H, dtype, acc);
+      }
     }
     // 4. One product each over all T steps.
     const scalar_t* x_ptr = x.const_data_ptr<scalar_t>();

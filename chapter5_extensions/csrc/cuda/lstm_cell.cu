@@ -68,11 +68,6 @@ __global__ void lstm_backward_kernel(
   }
 }
 
-template <typename Kernel>
-int64_t grid_for(Kernel kernel, int64_t work) {
-  return std::min(ceil_div(work, kThreads), blocks_to_fill_gpu(kernel, kThreads));
-}
-
 }  // namespace
 
 // lstm_cell.cpp has checked shapes, dtypes and devices, and made contiguous everything passed here.
