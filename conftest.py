@@ -5,12 +5,16 @@
 - `@pytest.mark.cuda`: the same skip for a whole test that only makes sense on a GPU.
 - `@pytest.mark.sanitize`: small-shape CUDA tests that `make gpu-check` reruns under
   compute-sanitizer (its checks slow kernels 10-100x, so only small shapes go there).
+- `import_own_script`: load a script (demo.py, benchmark.py) from the test file's own folder.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
+from collections.abc import Callable
+from types import ModuleType
 
 import pytest
 import torch
@@ -61,3 +65,21 @@ def device(request: pytest.FixtureRequest) -> torch.device:
 def generator() -> torch.Generator:
     """A seeded CPU generator: random test data that is the same on every run."""
     return torch.Generator().manual_seed(0)
+
+
+@pytest.fixture
+def import_own_script(request: pytest.FixtureRequest) -> Callable[[str], ModuleType]:
+    """`import_own_script("demo")` loads demo.py from the test file's folder, by path: every
+    chapter has a demo.py and a benchmark.py, and when one pytest run collects all chapters,
+    `import demo` would find whichever chapter's came first on sys.path."""
+    folder = request.path.parent
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(
+            f"{folder.name}_{name}", folder / f"{name}.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -8,45 +8,19 @@ the tests, the notebook and the benchmark share, so a module is compiled once an
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
 
-import torch
 from torch.utils.cpp_extension import load
+
+from build_utils import build_directory, put_ninja_on_path
 
 HERE = Path(__file__).resolve().parent
 
 
-def build_root() -> Path:
-    """Where JIT builds go: $TORCH_EXTENSIONS_DIR, else build/torch_extensions next to this folder.
-
-    One subfolder per torch and Python version: a module compiled against one torch must never be
-    loaded by another (that is the classic "undefined symbol" error), and torch's own cache key
-    (sources and flags) does not include the torch version.
-    """
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", HERE.parent / "build" / "torch_extensions"))
-    v = sys.version_info
-    return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_")
-
-
-def _put_ninja_on_path() -> None:
-    """torch runs `ninja` from PATH. `pip install ninja` puts it next to the Python executable,
-    which is on PATH only in an activated venv. Put it first, so `.venv/bin/python <script>` works
-    too, and always with the same ninja: another version (say /usr/bin/ninja) finds the build log
-    "too old" and recompiles everything."""
-    python_bin = Path(sys.executable).parent
-    if (python_bin / "ninja").exists() and shutil.which("ninja") != str(python_bin / "ninja"):
-        os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
-
-
 def _load(name: str, sources: list[str], first_build_s: int, verbose: bool) -> ModuleType:
-    _put_ninja_on_path()
-    build_directory = build_root() / name
-    build_directory.mkdir(parents=True, exist_ok=True)
+    put_ninja_on_path()  # torch runs ninja from PATH: always this venv's (build_utils.py says why)
     print(f"[chapter 1] loading '{name}' (first build ~{first_build_s} s on 2 cores, cached after)")
     start = time.perf_counter()
     module = load(
@@ -61,9 +35,10 @@ def _load(name: str, sources: list[str], first_build_s: int, verbose: bool) -> M
         # Flags for the linker, e.g. ["-lcublas"]; torch already links libc10, libtorch,
         # libtorch_cpu and libtorch_python.
         extra_ldflags=[],
-        # Where build.ninja, the object files and <name>.so go. Without it: $TORCH_EXTENSIONS_DIR/
-        # <name>, else ~/.cache/torch_extensions/py311_cu130/<name>.
-        build_directory=str(build_directory),
+        # Where build.ninja, the object files and <name>.so go: build/torch_extensions/torch<version>
+        # -py<version>/<name> (build_utils.py). Without it: $TORCH_EXTENSIONS_DIR/<name>, else
+        # ~/.cache/torch_extensions/py311_cu130/<name>, shared by every torch version.
+        build_directory=str(build_directory(name)),
         # True prints the ninja command lines; turn it on whenever a build misbehaves.
         verbose=verbose,
     )

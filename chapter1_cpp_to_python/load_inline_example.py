@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from torch.utils.cpp_extension import load_inline
 
-from load_chapter1 import build_root
+from build_utils import build_root
 
 CPP_SOURCE = """
 int addone(int x) { return x + 1; }

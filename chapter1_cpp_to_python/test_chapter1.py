@@ -10,7 +10,6 @@ build something of their own say so in their name and are marked slow.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import shutil
@@ -23,18 +22,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import build_utils
 import load_chapter1
 
 HERE = Path(__file__).resolve().parent
-
-
-def import_own_script(name: str):
-    """This chapter's `name`.py, loaded by path: every chapter has a demo.py and a benchmark.py,
-    and when one pytest run collects all chapters, `import demo` could find another chapter's."""
-    spec = importlib.util.spec_from_file_location(f"chapter1_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +68,7 @@ def test_addone_keyword_argument_uses_the_declared_name(addone):
 
 def test_addone_reports_which_build_is_loaded(addone):
     assert addone.build_info().startswith("addone.cpp compiled ")
-    assert Path(addone.__file__).parent == load_chapter1.build_root() / "addone"
+    assert Path(addone.__file__).parent == build_utils.build_root() / "addone"
 
 
 # ---- the other two ways to build --------------------------------------------------------------
@@ -347,7 +338,7 @@ def test_failed_rebuild_leaves_the_old_module_bound_and_a_good_one_replaces_it(t
 # ---- the scripts a reader runs ------------------------------------------------------------------
 
 
-def test_benchmark_quick_run_measures_every_case(tmp_path):
+def test_benchmark_quick_run_measures_every_case(tmp_path, import_own_script):
     benchmark = import_own_script("benchmark")
 
     result = benchmark.main(["--quick", "--out", str(tmp_path)])
@@ -359,7 +350,7 @@ def test_benchmark_quick_run_measures_every_case(tmp_path):
     assert "C++ `addone(1)` via pybind11" in table and "GIL released" in table
 
 
-def test_demo_runs_every_section(capsys):
+def test_demo_runs_every_section(capsys, import_own_script):
     demo = import_own_script("demo")
 
     demo.main()

@@ -16,8 +16,7 @@
 at::Tensor matmul_loop(const at::Tensor& a, const at::Tensor& b) {
   course::check_dim(a, 3, "matmul_loop", "a");
   course::check_dim(b, 3, "matmul_loop", "b");
-  course::check_same_dtype(a, b, "matmul_loop", "a", "b");
-  course::check_same_device(a, b, "matmul_loop", "a", "b");
+  course::check_like(a, b, "matmul_loop", "a", "b");
   course::check_size(b, 0, a.size(0), "matmul_loop", "b");
   course::check_size(b, 1, a.size(2), "matmul_loop", "b");
   at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());

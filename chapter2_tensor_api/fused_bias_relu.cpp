@@ -21,7 +21,7 @@ void check_fused_bias_relu_inputs(const at::Tensor& x, const at::Tensor& bias, c
   course::check_cpu(x, op, "x");
   course::check_cpu(bias, op, "bias");
   course::check_floating(x, op, "x");
-  course::check_same_dtype(x, bias, op, "x", "bias");
+  course::check_like(x, bias, op, "x", "bias");
   TORCH_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension, got a 0-dim tensor");
   course::check_dim(bias, 1, op, "bias");
   TORCH_CHECK(bias.size(0) == x.size(-1), op, ": bias must have ", x.size(-1),

@@ -8,26 +8,16 @@ only the file you edit. The tests, the notebook and the benchmark all load it th
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
 
-import torch
 from torch.utils.cpp_extension import load
+
+from build_utils import build_directory, put_ninja_on_path
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ["bindings.cpp", "fused_bias_relu.cpp", "lstm_cell.cpp", "dispatch_and_layout.cpp"]
-
-
-def build_root() -> Path:
-    """$TORCH_EXTENSIONS_DIR or build/torch_extensions, one folder per torch and Python version
-    (a module built against one torch must never be loaded by another: chapter 1)."""
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", HERE.parent / "build" / "torch_extensions"))
-    v = sys.version_info
-    return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_")
 
 
 _module: ModuleType | None = None
@@ -37,12 +27,7 @@ def load_chapter2(verbose: bool = False) -> ModuleType:
     """The `chapter2` module: fused_bias_relu_v1/v2/v3, lstm_cell_forward, matmul_loop, ..."""
     global _module
     if _module is None:
-        # torch runs `ninja` from PATH: use the venv's, always the same one (chapter 1).
-        python_bin = Path(sys.executable).parent
-        if (python_bin / "ninja").exists() and shutil.which("ninja") != str(python_bin / "ninja"):
-            os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
-        build_directory = build_root() / "chapter2"
-        build_directory.mkdir(parents=True, exist_ok=True)
+        put_ninja_on_path()  # always the venv's ninja (chapter 1)
         print("[chapter 2] loading 'chapter2' (first build ~100 s on 2 cores, cached after)")
         start = time.perf_counter()
         _module = load(
@@ -54,7 +39,7 @@ def load_chapter2(verbose: bool = False) -> ModuleType:
             # libgomp already, so the module shares torch's OpenMP runtime and thread count.
             extra_cflags=["-O3", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
-            build_directory=str(build_directory),
+            build_directory=str(build_directory("chapter2")),
             verbose=verbose,
         )
         print(f"[chapter 2] ready in {time.perf_counter() - start:.1f} s: {_module.__file__}")

@@ -19,8 +19,7 @@ std::vector<at::Tensor> lstm_cell_forward(const at::Tensor& x, const at::Tensor&
   const std::pair<const at::Tensor*, const char*> others[] = {
       {&h, "h"}, {&c, "c"}, {&w_ih, "w_ih"}, {&w_hh, "w_hh"}, {&b_ih, "b_ih"}, {&b_hh, "b_hh"}};
   for (const auto& [t, name] : others) {
-    course::check_same_device(x, *t, op, "x", name);
-    course::check_same_dtype(x, *t, op, "x", name);
+    course::check_like(x, *t, op, "x", name);
   }
   course::check_dim(x, 2, op, "x");
   course::check_dim(h, 2, op, "h");

@@ -7,26 +7,12 @@ empty shapes, non-contiguous inputs and every floating dtype; bad inputs by thei
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 import load_chapter2
-
-HERE = Path(__file__).resolve().parent
-
-
-def import_own_script(name: str):
-    """This chapter's `name`.py, loaded by path: every chapter has a demo.py and a benchmark.py,
-    and when one pytest run collects all chapters, `import demo` could find another chapter's."""
-    spec = importlib.util.spec_from_file_location(f"chapter2_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 # Tolerances per dtype. The raw loops compute half types in float and round once; the reference
 # does the same in float64, so fp32/fp64 agree to rounding and the half types to one ulp of the
@@ -311,7 +297,7 @@ def test_row_major_buffer_read_column_major_is_the_transpose():
 # ---- the scripts a reader runs ------------------------------------------------------------------
 
 
-def test_demo_runs(capsys):
+def test_demo_runs(capsys, import_own_script):
     demo = import_own_script("demo")
 
     demo.main()
@@ -319,7 +305,7 @@ def test_demo_runs(capsys):
     assert "matches torch" in out and "bias must have" in out
 
 
-def test_benchmark_quick_run_writes_its_tables(tmp_path):
+def test_benchmark_quick_run_writes_its_tables(tmp_path, import_own_script):
     benchmark = import_own_script("benchmark")
 
     result = benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)])

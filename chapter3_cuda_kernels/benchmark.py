@@ -5,11 +5,9 @@ torch.compile, torch.sum and the memory floor (a copy_ of the same bytes), 2^10 
     python chapter3_cuda_kernels/benchmark.py --quick --no-compile # seconds
     python chapter3_cuda_kernels/benchmark.py --out DIR            # DIR/chapter3_cuda.{md,json,png}
 
-Timing: CUDA events around each call; before each call the L2 cache is flushed (a 256 MiB write)
-so that small sizes are not served from a cache the previous run filled, and the GPU is given a
-short sleep so the host's launch overhead stays out of the numbers; warm-up first; the median of
-many runs. GB/s counts the bytes an op must move: x read and out written for the
-elementwise op, x read for a sum.
+Timing: gpu_timer.py, the course's one GPU timer (CUDA events around one call, L2 flushed, the
+host's launch hidden behind a GPU sleep, warm-up first, the median of 30 runs). GB/s counts the
+bytes an op must move: x read and out written for the elementwise op, x read for a sum.
 """
 
 from __future__ import annotations
@@ -17,44 +15,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 from pathlib import Path
 
 import torch
 
 import load_chapter3
+from gpu_timer import Timer
 
 SUMS = load_chapter3.SUM_VERSIONS
-
-
-class Timer:
-    """Median GPU time of fn() in milliseconds, each run with a cold L2 and a GPU already busy."""
-
-    def __init__(self) -> None:
-        self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
-
-    def median_ms(self, fn, budget_ms: float = 200.0, max_runs: int = 100) -> float:
-        fn()  # warm-up: first launch, allocator, torch.compile's compilation
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        runs = int(min(max_runs, max(5, budget_ms / max(start.elapsed_time(end), 1e-3))))
-        events = []
-        for _ in range(runs):
-            self.flush.zero_()
-            # Keep the GPU busy while the host launches fn: the events then time the GPU's work,
-            # not the host's launch overhead (chapter 2's dispatch, torch.compile's guards).
-            torch.cuda._sleep(200_000)
-            pair = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            pair[0].record()
-            fn()
-            pair[1].record()
-            events.append(pair)
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
 def elementwise_rows(ext, timer: Timer, exponents, dtype, use_compile: bool) -> list[dict]:
@@ -85,7 +53,7 @@ def elementwise_rows(ext, timer: Timer, exponents, dtype, use_compile: bool) -> 
         if compiled is not None:
             cases["torch.compile"] = lambda: compiled(x, bias)
         bytes_moved = 2 * x.numel() * x.element_size()
-        times = {name: timer.median_ms(fn) for name, fn in cases.items()}
+        times = {name: timer.gpu_ms(fn) for name, fn in cases.items()}
         for name, ms in times.items():
             rows.append(
                 {
@@ -123,7 +91,7 @@ def layout_rows(ext, timer: Timer, exponent: int) -> list[dict]:
             x = flat.view(-1, cols)
             for version, name in LAYOUT_VERSIONS.items():
                 op = getattr(ext, name)
-                ms = timer.median_ms(lambda op=op, x=x: op(x, bias, 0.5))
+                ms = timer.gpu_ms(lambda op=op, x=x: op(x, bias, 0.5))
                 rows.append(
                     {
                         "numel": count,
@@ -158,13 +126,12 @@ def sum_rows(ext, timer: Timer, exponents) -> list[dict]:
         numel = 2**e
         x = torch.randn(numel, device="cuda")
         out = torch.empty_like(x)
-        copy_ms = timer.median_ms(lambda: out.copy_(x))
+        copy_ms = timer.gpu_ms(lambda: out.copy_(x))
         copy_bandwidth = 2 * 4 * numel / copy_ms  # bytes per ms
         cases = {"torch.sum": lambda: torch.sum(x)}
         cases |= {name: (lambda f: lambda: f(x))(getattr(ext, name)) for name in SUMS}
         times = {
-            name: timer.median_ms(fn, budget_ms=100 if "v0" in name else 200)
-            for name, fn in cases.items()
+            name: timer.gpu_ms(fn, runs=10 if "v0" in name else 30) for name, fn in cases.items()
         }
         for name, ms in times.items():
             rows.append(
@@ -193,7 +160,7 @@ def sum_columns_rows(ext, timer: Timer, quick: bool) -> list[dict]:
             "x.sum(0)": lambda: x.sum(0),
             "sum_columns": lambda: ext.sum_columns(x),
         }.items():
-            ms = timer.median_ms(fn)
+            ms = timer.gpu_ms(fn)
             rows.append(
                 {"shape": shape, "case": name, "us": ms * 1e3, "GB/s": 4 * x.numel() / ms / 1e6}
             )

@@ -137,7 +137,7 @@ struct Prepared {
 
 Prepared prepare(const at::Tensor& x, const at::Tensor& bias, const char* op) {
   course::check_cuda(x, op, "x");
-  course::check_fused_bias_relu_inputs(x, bias, op);
+  course::check_bias_op(x, bias, op);
   Prepared p{x.contiguous(), bias.contiguous(), at::empty_like(x, at::MemoryFormat::Contiguous)};
   p.numel = x.numel();
   p.cols = x.size(-1);
@@ -193,23 +193,11 @@ at::Tensor fused_bias_relu_v4_launch(const at::Tensor& x, const at::Tensor& bias
       at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v4", [&] {
         const auto s = static_cast<at::opmath_type<scalar_t>>(scale);
         // As v3, and the bias too must be aligned, and the width must divide a row.
-        constexpr int kMaxVec = 16 / sizeof(scalar_t);
-        int width = course::max_vector_width<scalar_t>(
-            {p.x.const_data_ptr(), p.bias.const_data_ptr(), p.out.const_data_ptr()});
-        while (p.cols % width != 0) width /= 2;
-        switch (width) {
-          case 8:
-            if constexpr (kMaxVec >= 8) launch_v4<scalar_t, 8>(p, s, stream, gpu_sized_grid);
-            break;
-          case 4:
-            if constexpr (kMaxVec >= 4) launch_v4<scalar_t, 4>(p, s, stream, gpu_sized_grid);
-            break;
-          case 2:
-            launch_v4<scalar_t, 2>(p, s, stream, gpu_sized_grid);
-            break;
-          default:
-            launch_v4<scalar_t, 1>(p, s, stream, gpu_sized_grid);
-        }
+        course::with_vector_width<scalar_t>(
+            {p.x.const_data_ptr(), p.bias.const_data_ptr(), p.out.const_data_ptr()}, p.cols,
+            [&](auto width) {
+              launch_v4<scalar_t, decltype(width)::value>(p, s, stream, gpu_sized_grid);
+            });
       });
   return p.out;
 }
@@ -267,21 +255,9 @@ at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, doubl
         const auto s = static_cast<at::opmath_type<scalar_t>>(scale);
         // The widest vector both x and out are aligned to; a misaligned view (x[1:]) runs the
         // same kernel one element at a time. One instantiation per width that fits in 16 bytes.
-        constexpr int kMaxVec = 16 / sizeof(scalar_t);
-        switch (
-            course::max_vector_width<scalar_t>({p.x.const_data_ptr(), p.out.const_data_ptr()})) {
-          case 8:
-            if constexpr (kMaxVec >= 8) launch_v3<scalar_t, 8>(p, s, stream);
-            break;
-          case 4:
-            if constexpr (kMaxVec >= 4) launch_v3<scalar_t, 4>(p, s, stream);
-            break;
-          case 2:
-            launch_v3<scalar_t, 2>(p, s, stream);
-            break;
-          default:
-            launch_v3<scalar_t, 1>(p, s, stream);
-        }
+        course::with_vector_width<scalar_t>(
+            {p.x.const_data_ptr(), p.out.const_data_ptr()}, 0,
+            [&](auto width) { launch_v3<scalar_t, decltype(width)::value>(p, s, stream); });
       });
   return p.out;
 }

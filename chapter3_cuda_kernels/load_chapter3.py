@@ -11,15 +11,13 @@ code still compiles: torch needs TORCH_CUDA_ARCH_LIST then (the Makefile sets it
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
 
-import torch
-from torch.utils.cpp_extension import CUDA_HOME, load
+from torch.utils.cpp_extension import load
+
+from build_utils import build_directory, can_build_cuda, cuda_include_paths, put_ninja_on_path
 
 HERE = Path(__file__).resolve().parent
 CPP_SOURCES = ["ops.cpp"]
@@ -44,33 +42,6 @@ SUM_VERSIONS = [
 ]
 
 
-def build_root() -> Path:
-    """$TORCH_EXTENSIONS_DIR or build/torch_extensions, one folder per torch and Python version
-    (a module built against one torch must never be loaded by another: chapter 1)."""
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", HERE.parent / "build" / "torch_extensions"))
-    v = sys.version_info
-    return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_")
-
-
-def cuda_include_paths() -> list[str]:
-    """Where cusparse.h and cublas_v2.h are, if the toolkit in CUDA_HOME lacks them (an install
-    with only nvcc): ATen/cuda/CUDAContext.h includes both, and torch's pip wheels bring them in
-    site-packages/nvidia/cu13/include."""
-    if CUDA_HOME is None or (Path(CUDA_HOME) / "include" / "cusparse.h").exists():
-        return []
-    try:
-        import nvidia
-    except ImportError:
-        return []
-    found = [Path(p) / "cu13" / "include" for p in nvidia.__path__]
-    return [str(p) for p in found if (p / "cusparse.h").exists()][:1]
-
-
-def can_build_cuda() -> bool:
-    """A CUDA build of torch and an nvcc to compile with; a GPU is not needed to compile."""
-    return torch.version.cuda is not None and CUDA_HOME is not None
-
-
 _module: ModuleType | None = None
 
 
@@ -78,15 +49,10 @@ def load_chapter3(verbose: bool = False) -> ModuleType:
     """The `chapter3` module: fused_bias_relu_v1..v4, sum_v0..v6, sum_columns, built_with_cuda."""
     global _module
     if _module is None:
-        # torch runs `ninja` from PATH: use the venv's, always the same one (chapter 1).
-        python_bin = Path(sys.executable).parent
-        if (python_bin / "ninja").exists() and shutil.which("ninja") != str(python_bin / "ninja"):
-            os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+        put_ninja_on_path()  # always the venv's ninja (chapter 1)
         with_cuda = can_build_cuda()
         name = "chapter3" if with_cuda else "chapter3_cpu_only"
         sources = CPP_SOURCES + (CUDA_SOURCES if with_cuda else [])
-        build_directory = build_root() / name
-        build_directory.mkdir(parents=True, exist_ok=True)
         print(f"[chapter 3] loading '{name}' (first build ~2 minutes on 2 cores, cached after)")
         start = time.perf_counter()
         _module = load(
@@ -100,7 +66,7 @@ def load_chapter3(verbose: bool = False) -> ModuleType:
             # results (and denormals) behind the tests' backs.
             extra_cuda_cflags=["-O3", "-lineinfo", "-DWITH_CUDA"],
             extra_include_paths=cuda_include_paths() if with_cuda else [],
-            build_directory=str(build_directory),
+            build_directory=str(build_directory(name)),
             # with_cuda=False keeps a CPU-only build from linking the CUDA runtime.
             with_cuda=with_cuda,
             verbose=verbose,

@@ -68,7 +68,7 @@ using CudaFusedBiasRelu = at::Tensor (*)(const at::Tensor&, const at::Tensor&, d
 
 at::Tensor fused_bias_relu(const at::Tensor& x, const at::Tensor& bias, double scale,
                            const char* op, [[maybe_unused]] CudaFusedBiasRelu cuda_version) {
-  course::check_fused_bias_relu_inputs(x, bias, op);
+  course::check_bias_op(x, bias, op);
   if (x.is_cuda()) {
 #ifdef WITH_CUDA
     return cuda_version(x, bias, scale);

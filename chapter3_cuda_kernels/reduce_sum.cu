@@ -253,24 +253,6 @@ __global__ void sum_columns_finish(const acc_t* __restrict__ partials, int64_t s
 
 // ---- launchers ---------------------------------------------------------------------------------
 
-// Launches `kernel_for_width<kVec>` with the widest vector x's alignment allows.
-template <typename scalar_t, typename Launch>
-void with_vector_width(const void* x, Launch launch) {
-  switch (course::max_vector_width<scalar_t>({x})) {
-    case 8:
-      if constexpr (16 / sizeof(scalar_t) >= 8) launch(std::integral_constant<int, 8>{});
-      break;
-    case 4:
-      if constexpr (16 / sizeof(scalar_t) >= 4) launch(std::integral_constant<int, 4>{});
-      break;
-    case 2:
-      launch(std::integral_constant<int, 2>{});
-      break;
-    default:
-      launch(std::integral_constant<int, 1>{});
-  }
-}
-
 template <typename scalar_t>
 at::Tensor sum_typed(const at::Tensor& x, cuda_ops::SumVersion version, cudaStream_t stream) {
   using acc_t = at::opmath_type<scalar_t>;
@@ -281,7 +263,7 @@ at::Tensor sum_typed(const at::Tensor& x, cuda_ops::SumVersion version, cudaStre
 
   if (version == V::v6_deterministic) {
     at::Tensor out = at::empty({}, x.options());
-    with_vector_width<scalar_t>(data, [&](auto width) {
+    course::with_vector_width<scalar_t>({data}, 0, [&](auto width) {
       auto kernel = sum_v6_partials<scalar_t, acc_t, decltype(width)::value>;
       const int64_t blocks =
           std::max<int64_t>(1, std::min(course::ceil_div(numel / width, kThreads),
@@ -318,7 +300,7 @@ at::Tensor sum_typed(const at::Tensor& x, cuda_ops::SumVersion version, cudaStre
       sum_v4_warp_shuffle<<<two_per_thread, kThreads, 0, stream>>>(data, numel, total_ptr);
       break;
     case V::v5_vectorized_grid_stride:
-      with_vector_width<scalar_t>(data, [&](auto width) {
+      course::with_vector_width<scalar_t>({data}, 0, [&](auto width) {
         auto kernel = sum_v5_vectorized_grid_stride<scalar_t, acc_t, decltype(width)::value>;
         const int64_t blocks =
             std::max<int64_t>(1, std::min(course::ceil_div(numel / width, kThreads),

@@ -8,26 +8,15 @@ bad inputs by their messages. Tests marked `sanitize` rerun under compute-saniti
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 import load_chapter3
 
-HERE = Path(__file__).resolve().parent
 HAS_CUDA = torch.cuda.is_available()
-
-
-def import_own_script(name: str):
-    """This chapter's `name`.py, loaded by path (every chapter has a demo.py and benchmark.py)."""
-    spec = importlib.util.spec_from_file_location(f"chapter3_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")
@@ -386,7 +375,7 @@ def test_every_kernel_on_small_shapes(ext, dtype, generator):
 # ---- the scripts a reader runs ------------------------------------------------------------------
 
 
-def test_demo_runs(capsys):
+def test_demo_runs(capsys, import_own_script):
     demo = import_own_script("demo")
 
     demo.main()
@@ -395,7 +384,7 @@ def test_demo_runs(capsys):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
-def test_benchmark_says_it_needs_a_gpu(capsys):
+def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
     benchmark = import_own_script("benchmark")
 
     assert benchmark.main(["--quick"]) == 2
@@ -403,7 +392,7 @@ def test_benchmark_says_it_needs_a_gpu(capsys):
 
 
 @pytest.mark.cuda
-def test_benchmark_quick_run_writes_its_tables_and_plot(tmp_path):
+def test_benchmark_quick_run_writes_its_tables_and_plot(tmp_path, import_own_script):
     benchmark = import_own_script("benchmark")
 
     assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0

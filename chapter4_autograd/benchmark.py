@@ -5,14 +5,10 @@ PyTorch, torch.compile and the bytes floor; the LSTM cell against torch.nn.LSTMC
     python chapter4_autograd/benchmark.py --quick --no-compile # seconds
     python chapter4_autograd/benchmark.py --out DIR            # DIR/chapter4_cuda.{md,json}
 
-Three numbers per case. GPU ms: the median of CUDA-event timings, each run with a cold L2 and
-the GPU kept asleep first, long enough for the host to queue all of the run's kernels (5 ms, or
-4 times the host's time for one call when that is longer, as on a busy machine, up to 100 ms),
-so the events see the GPU's work and not the host's; runs where the host was slower anyway are
-counted. Host ms: the CPU time to issue one
-forward + backward (Python, autograd, launches), measured while the GPU sleeps. Back-to-back ms:
-CUDA events around 20 calls in a row (median of 5 such loops), what a training loop gets, limited
-by the slower of the two.
+Three numbers per case, all from gpu_timer.py (the course's one GPU timer): GPU ms, the median
+of CUDA-event timings of one call with a cold L2 and the host's launches hidden behind a GPU
+sleep (5 ms at least); host ms, the CPU time to issue one forward + backward (Python, autograd,
+launches); back-to-back ms, 20 calls in a row per call, what a training loop gets.
 The bytes floor is what forward and backward must move at least (forward: read x, write y;
 backward: read grad_y and y, write grad_x: five tensors), divided by the bandwidth of a copy_
 measured at the same size.
@@ -23,72 +19,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
 import functions
-
-
-def event_ms(fn) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end)
-
-
-class Timer:
-    """GPU, host and back-to-back milliseconds of fn() (see the module's docstring)."""
-
-    def __init__(self, sleep_ms: float = 5.0) -> None:
-        self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
-        # torch.cuda._sleep counts GPU clock cycles: find how many make sleep_ms.
-        cycles_per_ms = 1_000_000 / event_ms(lambda: torch.cuda._sleep(1_000_000))
-        self.sleep_cycles = int(sleep_ms * cycles_per_ms)
-        self.sleep_ms = sleep_ms
-
-    def measure(self, fn, runs: int = 30, loop: int = 20) -> dict:
-        fn()
-        torch.cuda.synchronize()
-        first_host_ms = []
-        for _ in range(3):
-            begin = time.perf_counter()
-            fn()
-            first_host_ms.append((time.perf_counter() - begin) * 1e3)
-            torch.cuda.synchronize()
-        # 4 times the host's time, within [5 ms, 100 ms]: a long sleep per run adds up fast.
-        sleep_ms = min(max(self.sleep_ms, 4 * statistics.median(first_host_ms)), 100.0)
-        sleep_cycles = int(self.sleep_cycles * sleep_ms / self.sleep_ms)
-        events, host_ms = [], []
-        for _ in range(runs):
-            self.flush.zero_()
-            torch.cuda._sleep(sleep_cycles)
-            pair = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin = time.perf_counter()  # CPU work only: the GPU is asleep while fn() issues
-            pair[0].record()
-            fn()
-            pair[1].record()
-            host_ms.append((time.perf_counter() - begin) * 1e3)
-            events.append(pair)
-        torch.cuda.synchronize()
-        host = statistics.median(host_ms)
-
-        def back_to_back() -> None:
-            for _ in range(loop):
-                fn()
-
-        return {
-            "gpu_ms": statistics.median(s.elapsed_time(e) for s, e in events),
-            # A run the host took longer to issue than the GPU slept: its GPU time includes
-            # waiting for the host.
-            "runs_host_not_hidden": sum(ms > sleep_ms for ms in host_ms),
-            "host_ms": host,
-            "loop_ms": statistics.median(event_ms(back_to_back) for _ in range(5)) / loop,
-        }
+from gpu_timer import Timer
 
 
 def fused_rows(timer: Timer, row_exponents, use_compile: bool) -> list[dict]:
@@ -103,7 +39,7 @@ def fused_rows(timer: Timer, row_exponents, use_compile: bool) -> list[dict]:
         bias = torch.randn(cols, device="cuda", requires_grad=True)
         grad_y = torch.randn(2**e, cols, device="cuda")
         out = torch.empty_like(x)
-        copy_ms = timer.measure(lambda: out.copy_(x))["gpu_ms"]
+        copy_ms = timer.gpu_ms(lambda: out.copy_(x))
         floor_ms = 5 / 2 * copy_ms  # five tensors' worth of bytes; a copy moves two
 
         def forward_backward(f):
@@ -122,7 +58,7 @@ def fused_rows(timer: Timer, row_exponents, use_compile: bool) -> list[dict]:
             torch._dynamo.reset()
             cases["torch.compile"] = forward_backward(torch.compile(eager, dynamic=False))
         for name, fn in cases.items():
-            times = timer.measure(fn)
+            times = timer.measure(fn, loop=20)
             rows.append(
                 {
                     "shape": [2**e, cols],
@@ -150,7 +86,7 @@ def lstm_rows(timer: Timer, quick: bool) -> list[dict]:
                 h, c = cell(x, state)
                 return torch.autograd.grad(h.sum() + c.sum(), (x, *cell.parameters()))
 
-            rows.append({"batch": batch, "case": name, **timer.measure(step)})
+            rows.append({"batch": batch, "case": name, **timer.measure(step, loop=20)})
     return rows
 
 
@@ -194,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print("the lesson were measured on one (see docs/perf/h100/).")
         return 2
     torch.manual_seed(0)
-    timer = Timer()
+    timer = Timer(min_sleep_ms=5.0)
     result = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,

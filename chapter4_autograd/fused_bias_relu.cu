@@ -147,28 +147,6 @@ __global__ void sum_partials_kernel(const acc_t* __restrict__ partials, int64_t 
   grad_bias[col] = static_cast<scalar_t>(v);
 }
 
-// Calls launch(std::integral_constant<int, W>) with the widest W that fits in 16 bytes, that
-// every pointer is aligned to and, when `divides` is nonzero, that divides it.
-template <typename scalar_t, typename Launch>
-void with_vector_width(std::initializer_list<const void*> pointers, int64_t divides,
-                       Launch launch) {
-  int width = course::max_vector_width<scalar_t>(pointers);
-  while (divides != 0 && width > 1 && divides % width != 0) width /= 2;
-  switch (width) {
-    case 8:
-      if constexpr (16 / sizeof(scalar_t) >= 8) launch(std::integral_constant<int, 8>{});
-      break;
-    case 4:
-      if constexpr (16 / sizeof(scalar_t) >= 4) launch(std::integral_constant<int, 4>{});
-      break;
-    case 2:
-      launch(std::integral_constant<int, 2>{});
-      break;
-    default:
-      launch(std::integral_constant<int, 1>{});
-  }
-}
-
 }  // namespace
 
 namespace cuda_ops {
@@ -227,7 +205,7 @@ at::Tensor fused_bias_relu_forward(const at::Tensor& x_in, const at::Tensor& bia
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_forward", [&] {
         using opmath_t = at::opmath_type<scalar_t>;
-        with_vector_width<scalar_t>(
+        course::with_vector_width<scalar_t>(
             {x.const_data_ptr(), y.const_data_ptr()}, /*divides=*/0, [&](auto width) {
               auto kernel =
                   fused_bias_relu_forward_kernel<scalar_t, opmath_t, decltype(width)::value>;
@@ -262,7 +240,7 @@ std::tuple<at::Tensor, at::Tensor> fused_bias_relu_backward(const at::Tensor& gr
       at::kHalf, at::kBFloat16, y.scalar_type(), "fused_bias_relu_backward", [&] {
         using acc_t = at::opmath_type<scalar_t>;
         scalar_t* grad_x_ptr = need_grad_x ? grad_x.mutable_data_ptr<scalar_t>() : nullptr;
-        with_vector_width<scalar_t>(
+        course::with_vector_width<scalar_t>(
             {grad_y.const_data_ptr(), y.const_data_ptr(), grad_x_ptr}, cols, [&](auto width) {
               auto kernel =
                   fused_bias_relu_backward_kernel<scalar_t, acc_t, decltype(width)::value>;

@@ -1,11 +1,14 @@
-// launch_utils.cuh: chapter 3's launch helpers, copied so this folder builds on its own: 16-byte
-// vectors, the widest vector a pointer allows, a grid that fills the GPU.
+// launch_utils.cuh: what the kernel files share: 16-byte vectors, the widest vector a pointer's
+// alignment allows, and a grid sized to fill the GPU (chapter 3, v2 and v3). The same file in
+// chapters 3 and 4, so that each folder builds on its own; tests/test_repo.py fails if they differ.
 #pragma once
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 namespace course {
 
@@ -28,6 +31,29 @@ int max_vector_width(std::initializer_list<const void*> pointers) {
     }
   }
   return width;
+}
+
+// Calls launch(std::integral_constant<int, W>{}) with W the widest width from max_vector_width
+// that also divides `divides` (0: no such condition, e.g. for a flat tensor). The kernel is a
+// template on W, so each width is its own instantiation, chosen here at run time.
+template <typename scalar_t, typename Launch>
+void with_vector_width(std::initializer_list<const void*> pointers, int64_t divides,
+                       Launch launch) {
+  int width = max_vector_width<scalar_t>(pointers);
+  while (divides != 0 && width > 1 && divides % width != 0) width /= 2;
+  switch (width) {
+    case 8:
+      if constexpr (16 / sizeof(scalar_t) >= 8) launch(std::integral_constant<int, 8>{});
+      break;
+    case 4:
+      if constexpr (16 / sizeof(scalar_t) >= 4) launch(std::integral_constant<int, 4>{});
+      break;
+    case 2:
+      launch(std::integral_constant<int, 2>{});
+      break;
+    default:
+      launch(std::integral_constant<int, 1>{});
+  }
 }
 
 // Enough blocks to fill every SM as far as the kernel's registers and shared memory allow, and no

@@ -105,9 +105,7 @@ at::Tensor relu_backward(const at::Tensor& grad_y, const at::Tensor& mask) {
 
 at::Tensor fused_bias_relu_forward(const at::Tensor& x, const at::Tensor& bias, double scale) {
   const char* op = "fused_bias_relu_forward";
-  course::check_floating(x, op, "x");
-  course::check_like(x, bias, op, "x", "bias");
-  course::check_bias_for(x, bias, op);
+  course::check_bias_op(x, bias, op);
   if (x.is_cuda()) {
 #ifdef WITH_CUDA
     return cuda_ops::fused_bias_relu_forward(x, bias, scale);

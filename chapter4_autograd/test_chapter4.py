@@ -8,10 +8,8 @@ their messages. Tests marked `sanitize` rerun under compute-sanitizer.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,17 +17,8 @@ import torch
 import functions
 import load_chapter4
 
-HERE = Path(__file__).resolve().parent
 HAS_CUDA = torch.cuda.is_available()
 ext = functions.ext
-
-
-def import_own_script(name: str):
-    """This chapter's `name`.py, loaded by path (every chapter has a demo.py and benchmark.py)."""
-    spec = importlib.util.spec_from_file_location(f"chapter4_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # Forward tolerances: one rounding of the output dtype (the kernels compute in float or double).
@@ -476,7 +465,7 @@ def test_lstm_cell_rejects_a_weight_of_the_wrong_shape(device):
 # ---- the module in a model, and the training demo ---------------------------------------------
 
 
-def test_fused_bias_relu_module_trains_like_plain_pytorch():
+def test_fused_bias_relu_module_trains_like_plain_pytorch(import_own_script):
     demo = import_own_script("train_demo")
     custom, plain = demo.train(steps=30, device="cpu")
     torch.testing.assert_close(torch.tensor(custom), torch.tensor(plain), rtol=1e-5, atol=1e-6)
@@ -484,7 +473,7 @@ def test_fused_bias_relu_module_trains_like_plain_pytorch():
 
 
 @pytest.mark.cuda
-def test_fused_bias_relu_module_trains_like_plain_pytorch_on_cuda():
+def test_fused_bias_relu_module_trains_like_plain_pytorch_on_cuda(import_own_script):
     """On the GPU the two models add in different orders (our column sums against cuBLAS's
     bias gradient), so the losses agree to float32 rounding, not bit for bit."""
     demo = import_own_script("train_demo")
@@ -522,20 +511,20 @@ def test_every_kernel_on_small_shapes(dtype, generator):
 # ---- the scripts a reader runs ------------------------------------------------------------------
 
 
-def test_demo_runs(capsys):
+def test_demo_runs(capsys, import_own_script):
     import_own_script("demo").main()
     out = capsys.readouterr().out
     assert "gradcheck passed" in out and "double backward" in out
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
-def test_benchmark_says_it_needs_a_gpu(capsys):
+def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
     assert import_own_script("benchmark").main(["--quick"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().out
 
 
 @pytest.mark.cuda
-def test_benchmark_quick_run_writes_its_table(tmp_path):
+def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
     benchmark = import_own_script("benchmark")
     assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "chapter4_cuda.md").read_text().count("|") > 20

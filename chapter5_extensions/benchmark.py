@@ -6,10 +6,10 @@ recurrence as a Python loop of PyTorch ops.
     python chapter5_extensions/benchmark.py --quick --no-compile  # seconds
     python chapter5_extensions/benchmark.py --out DIR             # DIR/chapter5_cuda.{md,json,png}
 
-GPU ms: median of 30 CUDA-event timings, each with a cold L2, after the GPU slept long enough
-for the host to queue the whole call (4 times the host's time, at least 2 ms), so that the events
-time the GPU's work, not the host's; runs where the host was slower anyway are counted. The
-bandwidth rows take three such medians per case, the cases of one size taking turns, and keep
+Timed with gpu_timer.py, the course's one GPU timer. GPU ms: median of 30 CUDA-event timings,
+each with a cold L2, after the GPU slept long enough for the host to queue the whole call (4 times
+the host's time, at least 2 ms), so that the events time the GPU's work, not the host's; runs
+where the host was slower anyway are counted. The bandwidth rows take three such medians per case, the cases of one size taking turns, and keep
 the middle one: the GPU's clock drifts by a percent or so over seconds, and cases timed one after
 the other would inherit that drift as a difference between them.
 Back to back: CUDA events around 10 calls in a row, per call, median of 5: what a loop gets when
@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,79 +31,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-
-def event_ms(fn) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end)
-
-
-class Timer:
-    def __init__(self) -> None:
-        self.flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
-        self.cycles_per_ms = 1_000_000 / event_ms(lambda: torch.cuda._sleep(1_000_000))
-
-    def host_ms(self, fn) -> float:
-        """CPU time to issue fn() while the GPU sleeps (so nothing blocks on it)."""
-        torch.cuda._sleep(int(200 * self.cycles_per_ms))
-        begin = time.perf_counter()
-        fn()
-        elapsed = (time.perf_counter() - begin) * 1e3
-        torch.cuda.synchronize()
-        return elapsed
-
-    def measure(self, fn, runs: int = 30, loop: int = 10) -> dict:
-        fn()
-        torch.cuda.synchronize()
-        host = statistics.median(self.host_ms(fn) for _ in range(3))
-        sleep_ms = max(2.0, 4 * host)
-        events, late = [], 0
-        for _ in range(runs):
-            self.flush.zero_()
-            torch.cuda._sleep(int(sleep_ms * self.cycles_per_ms))
-            pair = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin = time.perf_counter()
-            pair[0].record()
-            fn()
-            pair[1].record()
-            # A call the host took longer to issue than the GPU slept: its GPU time includes
-            # waiting for the host. Counted, so that a table can say when that happened.
-            late += (time.perf_counter() - begin) * 1e3 > sleep_ms
-            events.append(pair)
-        torch.cuda.synchronize()
-
-        def back_to_back() -> None:
-            for _ in range(loop):
-                fn()
-
-        return {
-            "gpu_ms": statistics.median(s.elapsed_time(e) for s, e in events),
-            "runs": runs,
-            "runs_host_not_hidden": late,
-            "host_ms": host,
-            "loop_ms": statistics.median(event_ms(back_to_back) for _ in range(5)) / loop,
-        }
-
-    def measure_in_turns(self, fns: dict, rounds: int = 3) -> dict:
-        """measure() of every fn, `rounds` times with the fns taking turns; per fn the median of
-        its rounds (and the runs of all rounds counted)."""
-        results: dict = {name: [] for name in fns}
-        for _ in range(rounds):
-            for name, fn in fns.items():
-                results[name].append(self.measure(fn))
-        return {
-            name: {
-                "gpu_ms": statistics.median(r["gpu_ms"] for r in rs),
-                "runs": sum(r["runs"] for r in rs),
-                "runs_host_not_hidden": sum(r["runs_host_not_hidden"] for r in rs),
-                "host_ms": statistics.median(r["host_ms"] for r in rs),
-                "loop_ms": statistics.median(r["loop_ms"] for r in rs),
-            }
-            for name, rs in results.items()
-        }
+from gpu_timer import Timer  # noqa: E402
 
 
 def compiled(fn, use_compile: bool):

@@ -6,9 +6,9 @@ of torch.nn.LSTMCell and that loop with the cell compiled (chapter 5, "A whole L
     python chapter5_extensions/benchmark_lstm.py --out DIR       # DIR/lstm_layer.{md,json,png}
     python chapter5_extensions/benchmark_lstm.py --profile       # where ours spends its time
 
-Timed with chapter 5's Timer (benchmark.py): GPU ms is the median of CUDA-event timings with a
-cold L2 and the host's work queued ahead (what the GPU needs); back to back is events around calls
-in a row (what a training loop sees when the host is the slower side). "fwd" runs under
+Timed with gpu_timer.py, the course's one GPU timer: GPU ms is the median of CUDA-event timings
+with a cold L2 and the host's work queued ahead (what the GPU needs); back to back is events around
+calls in a row (what a training loop sees when the host is the slower side). "fwd" runs under
 torch.no_grad() (inference); "fwd+bwd" is the forward and torch.autograd.grad of every input and
 parameter. Every implementation runs with PyTorch's defaults: float32 products on TF32 tensor cores
 in cuDNN's RNN and in ours (torch.backends.cudnn.rnn.fp32_precision = "tf32"), in full float32 in
@@ -31,7 +31,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from benchmark import Timer, event_ms  # noqa: E402  (chapter 5's one timer)
+from gpu_timer import Timer, event_ms  # noqa: E402  (the course's one GPU timer)
 
 CASES = [(64, 8, 512), (64, 64, 1024), (256, 64, 1024), (64, 4096, 1024)]
 QUICK_CASES = [(16, 8, 128), (16, 64, 256)]

@@ -11,7 +11,6 @@ test_lstm_layer.py.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,7 +23,6 @@ import build_inplace
 build_inplace.build_inplace()
 import custom_ops  # noqa: E402  (importable once built)
 
-HERE = Path(__file__).resolve().parent
 HAS_CUDA = torch.cuda.is_available()
 CAN_BUILD_CUDA = torch.version.cuda is not None and CUDA_HOME is not None
 ops = torch.ops.custom_ops

@@ -9,7 +9,6 @@ test_chapter5.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -27,14 +26,6 @@ build_inplace.build_inplace()
 HERE = Path(__file__).resolve().parent
 HAS_CUDA = torch.cuda.is_available()
 CAN_BUILD_CUDA = torch.version.cuda is not None and CUDA_HOME is not None
-
-
-def import_own_script(name: str):
-    """This chapter's `name`.py, loaded by path (other chapters have files of the same name)."""
-    spec = importlib.util.spec_from_file_location(f"chapter5_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---- the package as a user meets it ------------------------------------------------------------
@@ -82,7 +73,7 @@ def test_a_cpu_only_wheel_installs_and_imports_from_elsewhere(tmp_path):
     assert out[0].startswith(str(target)) and out[1] == "False" and out[2] == "[[0.0, 2.5]]"
 
 
-def test_compile_commands_lists_every_source():
+def test_compile_commands_lists_every_source(import_own_script):
     compile_commands = import_own_script("compile_commands")
     path = compile_commands.main([])
     entries = json.loads(path.read_text())
@@ -119,7 +110,7 @@ def test_ddp_with_two_processes_matches_one_process():
     assert "DDP (2 processes) matches one process" in result.stdout
 
 
-def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path):
+def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path, import_own_script):
     scaffold = import_own_script("scaffold")
     files = scaffold.scaffold("scaled_copy", tmp_path)
     assert {f.name for f in files} >= {
@@ -150,7 +141,7 @@ def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path):
 # ---- the scripts a reader runs ------------------------------------------------------------------
 
 
-def test_example_usage_runs(capsys):
+def test_example_usage_runs(capsys, import_own_script):
     import_own_script("example_usage").main()
     out = capsys.readouterr().out
     assert "gradients match plain PyTorch: True" in out
@@ -293,12 +284,12 @@ def test_classic_names_are_the_packages_own():
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
-def test_benchmark_says_it_needs_a_gpu(capsys):
+def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
     assert import_own_script("benchmark").main(["--quick"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().out
 
 
-def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path):
+def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path, import_own_script):
     """call_cost.py builds call_cost.cpp, checks each way in against torch.relu, and writes its
     table (on the CPU here; the lesson's numbers come from a GPU)."""
     call_cost = import_own_script("call_cost")
@@ -311,7 +302,7 @@ def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path):
 
 
 @pytest.mark.cuda
-def test_benchmark_quick_run_writes_its_table(tmp_path):
+def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
     benchmark = import_own_script("benchmark")
     assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "chapter5_cuda.md").read_text().count("|") > 20

@@ -115,7 +115,7 @@ def test_two_builds_of_one_exercise_at_once_both_succeed(tmp_path, monkeypatch):
     with a stale stamp, so that each build would empty it; the second starts a moment later, while
     the first compiles."""
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    folder = load_tool("check_exercise").build_root() / "ch1_keyword_args_solution"
+    folder = load_tool("check_exercise").exercises_build_root() / "ch1_keyword_args_solution"
     folder.mkdir(parents=True)
     (folder / "sources.sha1").write_text("the stamp of an older source")
     command = [sys.executable, str(REPO / "tools" / "check_exercise.py"), "ch1/keyword_args"]
@@ -132,6 +132,58 @@ def test_two_builds_of_one_exercise_at_once_both_succeed(tmp_path, monkeypatch):
 
 
 FENCE = re.compile(r'^```\w+ title="([^"]+)"\n(.*?)^```$', flags=re.M | re.S)
+
+
+# Each chapter folder builds and runs on its own, so the helpers several of them need are copies,
+# not imports (README, "How the builds are kept honest"). Copies that drift apart are how one
+# chapter ends up timing or checking differently from the next: they must stay identical.
+SHARED_COPIES = {
+    "build_utils.py": [
+        "chapter1_cpp_to_python",
+        "chapter2_tensor_api",
+        "chapter3_cuda_kernels",
+        "chapter4_autograd",
+        "tools",
+    ],
+    "gpu_timer.py": ["chapter3_cuda_kernels", "chapter4_autograd", "chapter5_extensions", "tools"],
+    "checks.h": ["chapter2_tensor_api", "chapter3_cuda_kernels", "chapter4_autograd"],
+    "launch_utils.cuh": ["chapter3_cuda_kernels", "chapter4_autograd"],
+}
+
+
+@pytest.mark.parametrize("name", SHARED_COPIES)
+def test_shared_helpers_are_identical_copies(name):
+    first, *others = SHARED_COPIES[name]
+    original = (REPO / first / name).read_bytes()
+    differ = [folder for folder in others if (REPO / folder / name).read_bytes() != original]
+    assert differ == [], (
+        f"{name} in {differ} differs from {first}/{name}: edit one copy, then copy it over the "
+        f"others (cp {first}/{name} <folder>/)"
+    )
+
+
+def test_no_chapter_defines_a_shared_helper_again():
+    """The functions of the shared copies live there only: a second definition elsewhere is the
+    drift the copies exist to prevent."""
+    names = {
+        "build_utils.py": [
+            "build_root",
+            "put_ninja_on_path",
+            "cuda_include_paths",
+            "can_build_cuda",
+        ],
+        "gpu_timer.py": ["event_ms", "class Timer"],
+    }
+    found = []
+    for path in [*REPO.glob("chapter*_*/*.py"), *REPO.glob("tools/*.py")]:
+        if path.name in names:
+            continue
+        text = path.read_text()
+        for helper in (h for hs in names.values() for h in hs):
+            definition = helper if helper.startswith("class ") else f"def {helper}("
+            if re.search(rf"^{re.escape(definition)}", text, flags=re.M):
+                found.append(f"{path.relative_to(REPO)}: {definition}")
+    assert found == []
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)

@@ -84,27 +84,11 @@ def find_exercise(exercise_id: str) -> Exercise:
 # ---- building -----------------------------------------------------------------------------------
 
 
-def build_root() -> Path:
+def exercises_build_root() -> Path:
     """Where the exercises build: beside the chapters' JIT builds, one folder per torch version."""
-    import torch
+    import build_utils  # tools/build_utils.py, the chapters' own (imports torch: not at start-up)
 
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", REPO / "build" / "torch_extensions"))
-    v = sys.version_info
-    return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_") / "exercises"
-
-
-def cuda_include_paths() -> list[str]:
-    """cuBLAS/cuSPARSE headers from torch's wheels, for a toolkit that only has nvcc."""
-    from torch.utils.cpp_extension import CUDA_HOME
-
-    if CUDA_HOME is None or (Path(CUDA_HOME) / "include" / "cusparse.h").exists():
-        return []
-    try:
-        import nvidia
-    except ImportError:
-        return []
-    found = [Path(p) / "cu13" / "include" for p in nvidia.__path__]
-    return [str(p) for p in found if (p / "cusparse.h").exists()][:1]
+    return build_utils.build_root() / "exercises"
 
 
 class BuildFailed(Exception):
@@ -133,9 +117,9 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
     from filelock import FileLock  # installed with torch, which locks its own builds with it
     from torch.utils.cpp_extension import CUDA_HOME, load
 
-    python_bin = Path(sys.executable).parent  # torch runs `ninja` from PATH: use this env's
-    if (python_bin / "ninja").exists() and shutil.which("ninja") != str(python_bin / "ninja"):
-        os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+    import build_utils
+
+    build_utils.put_ninja_on_path()
 
     given = [exercise.folder / name for name in getattr(exercise.check, "GIVEN", [])]
     compiled = [p for p in [source, *given] if p.suffix in (".cpp", ".cu")]
@@ -145,7 +129,7 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
     built: object = None
     if compiled:
         name = f"{exercise.id.replace('/', '_')}_{variant}"
-        directory = build_root() / name
+        directory = exercises_build_root() / name
         # Each run is a new process, and then torch's JIT decides whether to recompile from
         # ninja's file times alone: a file copied over with an older time stamp (cp -p, git
         # checkout, tar) would be graded by the old build. A stamp of the sources' contents
@@ -172,7 +156,7 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
                     extra_cuda_cflags=["-O3", "-lineinfo", "-Xcompiler", "-fopenmp"],
                     extra_ldflags=["-fopenmp"],
                     extra_include_paths=[str(exercise.folder)]
-                    + (cuda_include_paths() if with_cuda else []),
+                    + (build_utils.cuda_include_paths() if with_cuda else []),
                     build_directory=str(directory),
                     with_cuda=with_cuda,
                     # A TORCH_LIBRARY registration is loaded as a plain shared library; chapter 1's
