@@ -683,6 +683,36 @@ def stale_module() -> tuple[str, str]:
     return "one Python process loads greet.cpp, the sources change, it loads again", capture
 
 
+def extension_h_missing() -> tuple[str, str]:
+    folder = workdir("extension_h_missing")
+    write(folder, {"heavy.cpp": HEAVY_CPP})
+    env = base_env(folder)
+    compiler = shutil.which("c++", path=env["PATH"])
+    if compiler is None:
+        raise Skip("no c++ compiler on PATH")
+    # What a first try outside torch's build helpers looks like: the compiler alone, which knows
+    # nothing of the headers inside torch's wheel.
+    result = run(["c++", "-std=c++17", "-fPIC", "-c", "heavy.cpp"], folder, env)
+    return "heavy.cpp compiled by c++ directly, without load(), setup.py or CMake", shown(
+        result, "c++ -std=c++17 -fPIC -c heavy.cpp"
+    )
+
+
+def unsupported_arch() -> tuple[str, str]:
+    folder = workdir("unsupported_arch")
+    build = BUILD_HELLO.replace('sources=["hello.cpp"]', 'sources=["hello.cpp", "kernel.cu"]')
+    write(folder, {"hello.cpp": HELLO_CPP, "kernel.cu": EMPTY_KERNEL_CU, "build.py": build})
+    env = base_env(folder)
+    if "CUDA_HOME" not in env:
+        raise Skip("no CUDA toolkit (CUDA_HOME) to build with")
+    # 7.0 (V100) is the newest architecture that CUDA 13 dropped: a list written for an older
+    # toolkit, or copied from an older README, names it.
+    env["TORCH_CUDA_ARCH_LIST"] = "7.0"
+    result = run([PYTHON, "build.py"], folder, env)
+    how = "TORCH_CUDA_ARCH_LIST=7.0 (V100) with nvcc 13, which no longer compiles for it"
+    return how, shown(result, "TORCH_CUDA_ARCH_LIST=7.0 python build.py")
+
+
 CASES: dict[str, Callable[[], tuple[str, str]]] = {
     "cuda_home_unset": cuda_home_unset,
     "nvcc_outside_toolkit": nvcc_outside_toolkit,
@@ -696,6 +726,8 @@ CASES: dict[str, Callable[[], tuple[str, str]]] = {
     "no_kernel_image": no_kernel_image,
     "compile_oom": compile_oom,
     "stale_module": stale_module,
+    "extension_h_missing": extension_h_missing,
+    "unsupported_arch": unsupported_arch,
 }
 
 
