@@ -218,7 +218,11 @@ def persistent_kernels(fn) -> str:
         fn()
         torch.cuda.synchronize()
     names = " ".join(e.name for e in prof.events())
-    ran = [p for p in ("fwd", "bwd") if f"lstm_{p}ward_persistent" in names]
+    ran = [
+        p
+        for p, kernel in (("fwd", "forward"), ("bwd", "backward"))
+        if f"lstm_{kernel}_persistent" in names
+    ]
     return "+".join(ran) if ran else "none"
 
 

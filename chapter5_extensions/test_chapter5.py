@@ -297,6 +297,70 @@ def test_lstm_cell_module_is_a_drop_in_for_nn_lstmcell(bias):
             torch.testing.assert_close(got, want)
 
 
+LSTM_CELL_LOSSES = ["h.sum() + c.sum()", "h_next alone", "c_next alone", "both, transposed"]
+
+
+@pytest.mark.parametrize("loss", LSTM_CELL_LOSSES)
+def test_lstm_cell_gradients_however_the_loss_reaches_it(loss, device, generator):
+    """The gradients autograd hands the backward come in several forms: expanded (stride 0, from
+    a sum), undefined (an output the loss does not use), any view. The backward reads them as
+    they come; every form must give nn.LSTMCell's gradients. With the sum, as in benchmark.py,
+    the state needs no gradient, so the backward returns none for it."""
+    torch.manual_seed(0)
+    reference = torch.nn.LSTMCell(5, 6, device=device, dtype=torch.float64)
+    ours = custom_ops.LSTMCell(5, 6, device=device, dtype=torch.float64)
+    ours.load_state_dict(reference.state_dict())
+    state_needs_grad = loss != "h.sum() + c.sum()"
+    x = random((4, 5), torch.float64, device, generator, requires_grad=True)
+    h, c = (random((4, 6), torch.float64, device, generator, state_needs_grad) for _ in range(2))
+    grad_h, grad_c = (transposed(random((4, 6), torch.float64, device, generator)) for _ in "hc")
+
+    def run(cell):
+        h_next, c_next = cell(x, (h, c))
+        outputs, grads = {
+            "h.sum() + c.sum()": ((h_next.sum() + c_next.sum(),), None),
+            "h_next alone": ((h_next,), (grad_h,)),
+            "c_next alone": ((c_next,), (grad_c,)),
+            "both, transposed": ((h_next, c_next), (grad_h, grad_c)),
+        }[loss]
+        inputs = (x, h, c) if state_needs_grad else (x,)
+        return torch.autograd.grad(outputs, (*inputs, *cell.parameters()), grads)
+
+    for got, want in zip(run(ours), run(reference), strict=True):
+        torch.testing.assert_close(got, want, **TOLERANCES[torch.float64])
+
+
+def test_lstm_cell_records_a_cpp_autograd_node_only_when_needed(device, generator):
+    """Its autograd is C++ (csrc/autograd.cpp), as relu's is: no node when no input requires
+    grad, a C++ node (not register_autograd's Python one) when one does, the same values both
+    ways, and the two outputs kept for the backward are not differentiable."""
+    shapes = [(3, 4), (3, 5), (3, 5), (20, 4), (20, 5), (20,), (20,)]
+    args = [random(s, torch.float64, device, generator) for s in shapes]
+    plain = ops.lstm_cell.default(*args)
+    assert all(t.grad_fn is None for t in plain)
+    args[5].requires_grad_()  # b_ih alone is enough
+    recorded = ops.lstm_cell.default(*args)
+    assert "CppNode" in recorded[0].grad_fn.name()
+    assert [t.requires_grad for t in recorded] == [True, True, False, False]
+    for got, want in zip(recorded, plain, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_lstm_cell_backward_computes_only_the_gradients_asked_for(device, generator):
+    """output_mask leaves out a gradient (None, its product not run); those asked for are the
+    ones the full call gives."""
+    shapes = [(3, 5), (3, 5), (3, 4), (3, 5), (3, 5), (20, 4), (20, 5), (3, 20), (3, 5)]
+    args = [random(s, torch.float64, device, generator) for s in shapes]
+    full = ops.lstm_cell_backward.default(*args)
+    mask = [True, False, False, True, False, True]
+    masked = ops.lstm_cell_backward.default(*args, mask)
+    for got, want, asked in zip(masked, full, mask, strict=True):
+        if asked:
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+        else:
+            assert got is None
+
+
 # ---- conv_rnn ----------------------------------------------------------------------------------
 
 
@@ -389,6 +453,10 @@ def opcheck_cases(device):
             ops.lstm_cell_backward.default,
             (r(2, 4), r(2, 4), *lstm[:5], gates, tanh_c),
         ),
+        "lstm_cell_backward-masked": (
+            ops.lstm_cell_backward.default,
+            (r(2, 4), r(2, 4), *lstm[:5], gates, tanh_c, [True, False, False, True, True, False]),
+        ),
         "conv_rnn": (ops.conv_rnn.default, (r(2, 5, 6), r(3), r(2, 6))),
     }
 
@@ -428,7 +496,13 @@ def test_opcheck_on_views(name, device):
 # Ops whose backward is a refusal: AOTAutograd's check traces a backward, which must raise for
 # them, so they get opcheck's other three checks (on inputs that require grad, so that the
 # autograd-registration check has something to check).
-NO_BACKWARD = {"relu_backward", "fused_bias_relu_backward", "lstm_cell_backward", "conv_rnn"}
+NO_BACKWARD = {
+    "relu_backward",
+    "fused_bias_relu_backward",
+    "lstm_cell_backward",
+    "lstm_cell_backward-masked",
+    "conv_rnn",
+}
 
 
 @pytest.mark.parametrize("name", list(opcheck_cases("cpu")))

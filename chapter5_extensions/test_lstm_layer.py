@@ -377,7 +377,8 @@ def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator, monkey
 
 # ---- the persistent kernel (lstm_persistent.cu) and the step loop, each against nn.LSTM ----------
 
-PERSISTENT = "CUSTOM_OPS_LSTM_PERSISTENT"  # "0": always the step loop; "1": persistent if it fits
+# "0": always the step loop; "1": persistent wherever it fits; unset: where it is faster
+PERSISTENT = "CUSTOM_OPS_LSTM_PERSISTENT"
 PATHS = [pytest.param("1", id="persistent"), pytest.param("0", id="step-loop")]
 
 # Sizes that reach every edge of the persistent kernel's work split on a 132-SM H100: one unit per
@@ -434,6 +435,32 @@ def test_the_variable_picks_the_path(path, monkeypatch):
         assert len(persistent) == 2 and not steps, names
     else:
         assert not persistent and len(steps) == 2, names
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "batch, hidden, dtype, persistent",
+    [
+        (4, 64, torch.float32, True),
+        (200, 64, torch.float32, True),  # B x H = 12800 <= 16384
+        (300, 64, torch.float32, False),  # 19200
+        (64, 64, torch.bfloat16, True),  # 4096
+        (200, 64, torch.bfloat16, False),  # 12800 > 8192: the half types' loop has tensor cores
+        (4, 1024, torch.bfloat16, True),  # B x H x H = 2^22
+        (8, 1024, torch.bfloat16, False),  # 2^23
+    ],
+    ids=str,
+)
+def test_by_default_the_persistent_kernel_runs_where_it_was_measured_faster(
+    batch, hidden, dtype, persistent, monkeypatch
+):
+    """With the variable unset, the forward picks the path by lstm_persistent.cu's
+    persistent_wanted, whose limits benchmark_lstm.py --persistent-sweep measured."""
+    monkeypatch.delenv(PERSISTENT, raising=False)
+    args = layer_inputs("cuda", dtype, sizes=(3, batch, 16, hidden))
+    names = kernels_run(lambda: custom_ops.lstm(*args))
+    assert any("lstm_forward_persistent" in n for n in names) == persistent, names
+    assert any("lstm_step" in n for n in names) != persistent, names
 
 
 @pytest.mark.cuda

@@ -310,3 +310,14 @@ def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-rs"]))
+
+
+def test_profile_ops_shows_both_halves_and_writes_a_trace(tmp_path, capsys, import_own_script):
+    """profile_ops.py profiles the cell loop and the layer (record_function) and writes a Chrome
+    trace that names both."""
+    assert import_own_script("profile_ops").main(["--out", str(tmp_path), "--rows", "40"]) == 0
+    table = capsys.readouterr().out
+    assert "cell loop" in table and "layer" in table and "custom_ops::lstm" in table, table
+    trace = json.loads((tmp_path / "profile_ops.json").read_text())
+    names = {event.get("name") for event in trace["traceEvents"]}
+    assert {"cell loop", "layer"} <= names

@@ -6,8 +6,9 @@
 Each case writes a tiny source into /tmp/reproduce_errors/<case>, breaks the environment in one
 way, builds and imports in a subprocess, and keeps what a learner sees: the error lines verbatim,
 long tracebacks and compiler command lines shortened where marked "[...]", paths inside the
-repository made relative. Nothing in the repository is touched but docs/errors/. `no_kernel_image`
-needs a GPU; without one it says so and leaves its file alone.
+repository made relative. Nothing in the repository is touched but docs/errors/. `no_kernel_image`,
+`invalid_configuration` and `different_devices` need a GPU; without one each says so and leaves its
+file alone.
 """
 
 from __future__ import annotations
@@ -713,6 +714,59 @@ def unsupported_arch() -> tuple[str, str]:
     return how, shown(result, "TORCH_CUDA_ARCH_LIST=7.0 python build.py")
 
 
+def invalid_configuration() -> tuple[str, str]:
+    gpu = gpu_capability()
+    if gpu is None:
+        raise Skip("no GPU: run it on a GPU machine (--case invalid_configuration)")
+    folder = workdir("invalid_configuration")
+    # The block size becomes an argument, so that one build shows both mistakes: a grid of zero
+    # blocks (an empty tensor, n = 0, reaching a launch) and a block of more than 1024 threads.
+    source = ADD_ONE_CU.replace(
+        "void add_one_(torch::Tensor x) {", "void add_one_(torch::Tensor x, int64_t threads) {"
+    )
+    source = source.replace("  const int threads = 256;\n", "")
+    runner = BUILD_ADD_ONE + (
+        "import torch\n\n"
+        "for n, threads in [(0, 256), (4096, 2048)]:\n"
+        "    try:\n"
+        '        add_one.add_one_(torch.zeros(n, device="cuda"), threads)\n'
+        "    except RuntimeError as error:\n"
+        '        print(f"n = {n}, {threads} threads a block: {type(error).__name__}: {error}")\n'
+    )
+    write(folder, {"add_one.cu": source, "run.py": runner})
+    env = base_env(folder)
+    if "CUDA_HOME" not in env:
+        raise Skip("no CUDA toolkit (CUDA_HOME) to build with")
+    result = run([PYTHON, "run.py"], folder, env)
+    how = (
+        f"add_one.cu launched on an empty tensor (0 blocks), then with 2048 threads a block (the "
+        f"limit is 1024), on the {gpu[0]}"
+    )
+    return how, shown(result, "python run.py")
+
+
+def different_devices() -> tuple[str, str]:
+    if gpu_capability() is None:
+        raise Skip("no GPU: run it on a GPU machine (--case different_devices)")
+    folder = workdir("different_devices")
+    runner = (
+        "import sys\n\nimport torch\n\n"
+        f"sys.path.insert(0, {str(REPO / 'chapter5_extensions')!r})\n"
+        "import custom_ops  # chapter 5's package, built in place\n\n"
+        'x = torch.randn(8, 4, device="cuda")\n'
+        "bias = torch.randn(4)  # forgotten on the CPU\n"
+        "try:\n"
+        "    torch.nn.functional.linear(x, torch.randn(4, 4))\n"
+        "except RuntimeError as error:\n"
+        '    print(f"PyTorch\'s linear: {error}")\n'
+        "custom_ops.fused_bias_relu(x, bias, 1.0)\n"
+    )
+    write(folder, {"run.py": runner})
+    result = run([PYTHON, "run.py"], folder, base_env(folder))
+    how = "a CUDA activation with a CPU weight (PyTorch's linear), then a CPU bias (custom_ops)"
+    return how, shown(result, "python run.py")
+
+
 CASES: dict[str, Callable[[], tuple[str, str]]] = {
     "cuda_home_unset": cuda_home_unset,
     "nvcc_outside_toolkit": nvcc_outside_toolkit,
@@ -728,6 +782,8 @@ CASES: dict[str, Callable[[], tuple[str, str]]] = {
     "stale_module": stale_module,
     "extension_h_missing": extension_h_missing,
     "unsupported_arch": unsupported_arch,
+    "invalid_configuration": invalid_configuration,
+    "different_devices": different_devices,
 }
 
 

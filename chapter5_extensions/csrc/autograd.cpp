@@ -1,12 +1,15 @@
-// autograd.cpp: the backward of relu, fused_bias_relu and reduce_sum, registered in C++ for the
-// Autograd dispatch key. The other ops register theirs from Python (custom_ops/ops.py, with
-// torch.library.register_autograd), which is simpler and as correct; what C++ saves is time per
-// call: a Python formula makes every call of the op enter Python twice more (once to set up the
-// context, and on the way back into the kernel), a few microseconds that a small tensor notices.
-// call_cost.py measures both ways side by side (lesson: "What a call costs").
+// autograd.cpp: the backward of relu, fused_bias_relu, reduce_sum and lstm_cell, registered in C++
+// for the Autograd dispatch key. The other ops register theirs from Python (custom_ops/ops.py,
+// with torch.library.register_autograd), which is simpler and as correct; what C++ saves is time
+// per call: a Python formula makes every call of the op enter Python twice more (once to set up
+// the context, and on the way back into the kernel), a few microseconds that a small tensor, or a
+// step of a recurrent network, notices. call_cost.py measures both ways side by side (lesson:
+// "What a call costs").
 
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+
+#include <array>
 
 #include "checks.h"
 
@@ -49,6 +52,19 @@ at::Tensor reduce_sum_below_autograd(const at::Tensor& x) {
   static const auto reduce_sum = op_handle<at::Tensor(const at::Tensor&)>("custom_ops::reduce_sum");
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   return reduce_sum.call(x);
+}
+
+using LstmCellOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+LstmCellOutputs lstm_cell_below_autograd(const at::Tensor& x, const at::Tensor& h,
+                                         const at::Tensor& c, const at::Tensor& w_ih,
+                                         const at::Tensor& w_hh, const at::Tensor& b_ih,
+                                         const at::Tensor& b_hh) {
+  static const auto lstm_cell = op_handle<LstmCellOutputs(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, const at::Tensor&)>("custom_ops::lstm_cell");
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return lstm_cell.call(x, h, c, w_ih, w_hh, b_ih, b_hh);
 }
 
 class Relu : public torch::autograd::Function<Relu> {
@@ -104,6 +120,66 @@ class ReduceSum : public torch::autograd::Function<ReduceSum> {
   }
 };
 
+// The forward returns the gates and tanh(c_next) for the backward alone; b_ih and b_hh are
+// added to the same pre-activations, so they get the same gradient.
+class LstmCell : public torch::autograd::Function<LstmCell> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& h,
+                               const at::Tensor& c, const at::Tensor& w_ih, const at::Tensor& w_hh,
+                               const at::Tensor& b_ih, const at::Tensor& b_hh) {
+    auto [h_next, c_next, gates, tanh_c] =
+        lstm_cell_below_autograd(x, h, c, w_ih, w_hh, b_ih, b_hh);
+    ctx->save_for_backward({x, h, c, w_ih, w_hh, gates, tanh_c});
+    ctx->mark_non_differentiable({gates, tanh_c});
+    // A loss that uses h_next alone (or c_next alone) leaves the other's gradient undefined;
+    // materialized, it would be a (B, H) tensor of zeros, filled by a kernel and read by another.
+    ctx->set_materialize_grads(false);
+    return {h_next, c_next, gates, tanh_c};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    static const auto lstm_cell_backward = op_handle<
+        std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+            const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+            const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+            const at::Tensor&, std::array<bool, 6>)>("custom_ops::lstm_cell_backward");
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &h = saved[1], &c = saved[2], &w_ih = saved[3],
+                     &w_hh = saved[4], &gates = saved[5], &tanh_c = saved[6];
+    if (!grad_outputs[0].defined() && !grad_outputs[1].defined()) return variable_list(7);
+    // One zero, read through stride 0 by the kernel (which takes the gradients' strides).
+    const auto or_zero = [&c](const at::Tensor& grad) {
+      return grad.defined() ? grad : at::zeros({}, c.options()).expand_symint(c.sym_sizes());
+    };
+    const at::Tensor grad_h = or_zero(grad_outputs[0]), grad_c = or_zero(grad_outputs[1]);
+    // The backward op's Autograd kernel is Python (ops.py refuses double backward there), and
+    // the call would enter Python even with no graph to record: go below it unless one is.
+    // Each of the op's products serves one gradient: only those asked for are computed.
+    const std::array<bool, 6> output_mask = {
+        ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+        ctx->needs_input_grad(2), ctx->needs_input_grad(3),
+        ctx->needs_input_grad(4), ctx->needs_input_grad(5) || ctx->needs_input_grad(6)};
+    const auto call = [&] {
+      return lstm_cell_backward.call(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c,
+                                     output_mask);
+    };
+    auto [grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias] = [&] {
+      if (records_graph(grad_h, grad_c, x, h, c, w_ih, w_hh)) return call();
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      return call();
+    }();
+    // Undefined (not computed) for the inputs that need no gradient; the bias gradient is
+    // computed once, for either bias.
+    return {grad_x,
+            grad_h_prev,
+            grad_c_prev,
+            grad_w_ih,
+            grad_w_hh,
+            ctx->needs_input_grad(5) ? grad_bias : at::Tensor(),
+            ctx->needs_input_grad(6) ? grad_bias : at::Tensor()};
+  }
+};
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(custom_ops, Autograd, m) {
@@ -117,6 +193,19 @@ TORCH_LIBRARY_IMPL(custom_ops, Autograd, m) {
   m.impl("reduce_sum", [](const at::Tensor& x) {
     return records_graph(x) ? ReduceSum::apply(x) : reduce_sum_below_autograd(x);
   });
+}
+
+// In a block of its own because the lesson quotes the one above whole.
+TORCH_LIBRARY_IMPL(custom_ops, Autograd, m) {
+  m.impl("lstm_cell",
+         [](const at::Tensor& x, const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
+            const at::Tensor& w_hh, const at::Tensor& b_ih, const at::Tensor& b_hh) {
+           if (!records_graph(x, h, c, w_ih, w_hh, b_ih, b_hh)) {
+             return lstm_cell_below_autograd(x, h, c, w_ih, w_hh, b_ih, b_hh);
+           }
+           const variable_list out = LstmCell::apply(x, h, c, w_ih, w_hh, b_ih, b_hh);
+           return LstmCellOutputs{out[0], out[1], out[2], out[3]};
+         });
 }
 
 }  // namespace custom_ops

@@ -1,9 +1,12 @@
 // lstm_cell.cpp: one LSTM step and its backward (chapters 2 and 4), for the CPU and CUDA. The
 // matrix products are ATen's (BLAS or cuBLAS) on both; the pointwise parts are ATen ops on the
 // CPU and one fused kernel each way on CUDA (csrc/cuda/lstm_cell.cu), where chapter 4 fused
-// only the backward's.
+// only the backward's. On CUDA a step launches what torch.nn.LSTMCell's does: two products and one
+// kernel forward; one kernel, a column sum and the products of the gradients asked for backward.
 
 #include <torch/library.h>
+
+#include <array>
 
 #include "checks.h"
 #include "cuda/lstm_cell.h"
@@ -45,12 +48,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell(
   TORCH_CHECK(b_ih.sizes() == at::IntArrayRef({4 * hidden}) && b_hh.sizes() == b_ih.sizes(), op,
               ": b_ih and b_hh must have shape [", 4 * hidden, "], got ", b_ih.sizes(), " and ",
               b_hh.sizes());
-  at::Tensor pre = at::addmm(b_ih + b_hh, x, w_ih.t());
+  // The second product accumulates into the first (beta = 1), and the biases are left to the
+  // pointwise pass: no kernel adds b_ih + b_hh, and no copy broadcasts them into `pre` first.
+  at::Tensor pre = at::mm(x, w_ih.t());
   pre.addmm_(h, w_hh.t());
-  if (x.is_cuda()) return cuda::lstm_pointwise_forward(pre, c);
+  if (x.is_cuda()) {
+    return cuda::lstm_pointwise_forward(pre, b_ih.contiguous(), b_hh.contiguous(), c);
+  }
   // In float for the half types, rounded once at the end, as the CUDA kernel does.
   const auto acc = opmath_dtype(x);
-  const auto chunks = pre.to(acc).chunk(4, /*dim=*/1);
+  const auto chunks = (pre.to(acc) + b_ih.to(acc) + b_hh.to(acc)).chunk(4, /*dim=*/1);
   const at::Tensor i = at::sigmoid(chunks[0]), f = at::sigmoid(chunks[1]);
   const at::Tensor g = at::tanh(chunks[2]), o = at::sigmoid(chunks[3]);
   const at::Tensor c_next = f * c.to(acc) + i * g;
@@ -60,11 +67,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell(
           tanh_c.to(out)};
 }
 
-// -> the gradients of x, h, c, w_ih, w_hh and of the bias (the same for b_ih and b_hh).
+// -> the gradients of x, h, c, w_ih, w_hh and of the bias (the same for b_ih and b_hh); one whose
+// output_mask entry is false is not computed and comes back undefined (None in Python), as from
+// ATen's convolution_backward.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at::Tensor& x,
                    const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
-                   const at::Tensor& w_hh, const at::Tensor& gates, const at::Tensor& tanh_c) {
+                   const at::Tensor& w_hh, const at::Tensor& gates, const at::Tensor& tanh_c,
+                   std::array<bool, 6> output_mask) {
   const char* op = "lstm_cell_backward";
   check_lstm(x, h, c, w_ih, w_hh, op);
   const std::pair<const at::Tensor*, const char*> same_as_c[] = {
@@ -80,10 +90,12 @@ lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at:
 
   at::Tensor grad_pre, grad_c_prev;
   if (c.is_cuda()) {
-    // The pointwise kernel reads these as contiguous rows (checks.h).
-    std::tie(grad_pre, grad_c_prev) =
-        cuda::lstm_pointwise_backward(grad_h.contiguous(), grad_c.contiguous(), c.contiguous(),
-                                      gates.contiguous(), tanh_c.contiguous());
+    // The kernel reads what the forward made as contiguous rows, and the two gradients through
+    // their strides: autograd often hands them over as views (the expanded ones of a loss
+    // h.sum(), the zeros standing for an output that was not used), and a copy would cost a
+    // kernel each.
+    std::tie(grad_pre, grad_c_prev) = cuda::lstm_pointwise_backward(
+        grad_h, grad_c, c.contiguous(), gates.contiguous(), tanh_c.contiguous());
   } else {
     const auto acc = opmath_dtype(c);  // in float for the half types, as on CUDA
     const auto g = gates.to(acc).chunk(4, /*dim=*/1);
@@ -96,9 +108,17 @@ lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at:
                    .to(c.scalar_type());
     grad_c_prev = (dc * f).to(c.scalar_type());
   }
-  // pre = x W_ih^T + h W_hh^T + b_ih + b_hh: four products and a column sum.
-  return {grad_pre.mm(w_ih),  grad_pre.mm(w_hh),  grad_c_prev,
-          grad_pre.t().mm(x), grad_pre.t().mm(h), grad_pre.sum(0)};
+  // pre = x W_ih^T + h W_hh^T + b_ih + b_hh: four products and a column sum, one for each
+  // gradient. Autograd skips the products of an nn.LSTMCell input that needs no gradient (the
+  // state, in a loop that starts from zeros; the weights, frozen): so does the mask.
+  at::Tensor grad_x, grad_h_prev, grad_w_ih, grad_w_hh, grad_bias;
+  if (output_mask[0]) grad_x = grad_pre.mm(w_ih);
+  if (output_mask[1]) grad_h_prev = grad_pre.mm(w_hh);
+  if (!output_mask[2]) grad_c_prev = at::Tensor();
+  if (output_mask[3]) grad_w_ih = grad_pre.t().mm(x);
+  if (output_mask[4]) grad_w_hh = grad_pre.t().mm(h);
+  if (output_mask[5]) grad_bias = grad_pre.sum(0);
+  return {grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias};
 }
 
 }  // namespace

@@ -25,7 +25,8 @@ TORCH_LIBRARY(custom_ops, m) {
       "Tensor b_hh) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def(
       "lstm_cell_backward(Tensor grad_h, Tensor grad_c, Tensor x, Tensor h, Tensor c, "
-      "Tensor w_ih, Tensor w_hh, Tensor gates, Tensor tanh_c) "
+      "Tensor w_ih, Tensor w_hh, Tensor gates, Tensor tanh_c, "
+      "bool[6] output_mask=[True, True, True, True, True, True]) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("conv_rnn(Tensor x, Tensor kernel, Tensor hidden) -> Tensor");
   // A whole LSTM layer: -> y, h_n, c_n, and the gates and cell states that lstm_backward reads.

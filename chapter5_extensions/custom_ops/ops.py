@@ -8,8 +8,9 @@ This file adds the two things PyTorch still needs to treat them like its own ops
   would break the graph.
 - an autograd formula (`register_autograd`): what to save in the forward and how to turn the
   output's gradient into the inputs'. The backward calls the library's own backward operators.
-  relu, fused_bias_relu and reduce_sum have theirs in C++ instead (csrc/autograd.cpp): a Python
-  formula costs each call a few microseconds, which small tensors notice (call_cost.py).
+  relu, fused_bias_relu, reduce_sum and lstm_cell have theirs in C++ instead
+  (csrc/autograd.cpp): a Python formula costs each call a few microseconds, which small tensors
+  and the steps of a recurrent loop notice (call_cost.py).
 
 The ops take tensors of any strides and return contiguous ones (csrc/checks.h says how), so the
 fake kernels return contiguous tensors too: `torch.empty_like` would copy a transposed input's
@@ -109,8 +110,8 @@ def _(x, h, c, w_ih, w_hh, b_ih, b_hh):
 
 
 @torch.library.register_fake("custom_ops::lstm_cell_backward")
-def _(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c):
-    return (
+def _(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c, output_mask=(True,) * 6):
+    grads = (
         x.new_empty(x.shape),
         h.new_empty(h.shape),
         c.new_empty(c.shape),
@@ -118,27 +119,13 @@ def _(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c):
         w_hh.new_empty(w_hh.shape),
         w_ih.new_empty(w_ih.shape[0]),
     )
+    return tuple(g if asked else None for g, asked in zip(grads, output_mask, strict=True))
 
 
-def _lstm_setup_context(ctx, inputs, output) -> None:
-    x, h, c, w_ih, w_hh, _, _ = inputs
-    _, _, gates, tanh_c = output
-    ctx.save_for_backward(x, h, c, w_ih, w_hh, gates, tanh_c)
-    ctx.mark_non_differentiable(gates, tanh_c)  # returned for the backward only
-
-
-def _lstm_backward(ctx, grad_h, grad_c, _grad_gates, _grad_tanh_c):
-    x, h, c, w_ih, w_hh, gates, tanh_c = ctx.saved_tensors
-    grads = ops.lstm_cell_backward.default(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c)
-    grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias = grads
-    # b_ih and b_hh are added together in the forward: both get the same gradient.
-    kept = (grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias, grad_bias)
-    return tuple(g if need else None for g, need in zip(kept, ctx.needs_input_grad, strict=True))
-
-
-torch.library.register_autograd(
-    "custom_ops::lstm_cell", _lstm_backward, setup_context=_lstm_setup_context
-)
+# The autograd formula is in C++ (csrc/autograd.cpp), as relu's is: a step of a recurrent network
+# is called in a loop, where a Python formula's few microseconds a call add up. It saves x, h, c,
+# w_ih, w_hh and the outputs gates and tanh_c (returned for the backward only, not
+# differentiable), and calls lstm_cell_backward, whose bias gradient goes to both b_ih and b_hh.
 
 # ---- lstm: a whole layer -----------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 // lstm.cu: custom_ops::lstm and its backward for CUDA tensors: csrc/lstm.cpp's algorithm with the
 // products as direct cuBLAS calls and the pointwise part of each step as one fused kernel. Per
 // time step the host issues two calls (a GEMM and a kernel) and nothing else: no tensor is
-// created and no ATen op is dispatched inside the loop. lstm_persistent.cu can replace each loop
-// with one launch (opt-in: CUSTOM_OPS_LSTM_PERSISTENT=1).
+// created and no ATen op is dispatched inside the loop. At small batch lstm_persistent.cu replaces
+// each loop with one launch.
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -164,7 +164,7 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
     // 1. gates = x W_ih^T for all T steps: one (T*B, I) x (I, 4H) product.
     gemm(blas, false, true, T * B, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
          w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
-    // All T steps as one launch (lstm_persistent.cu), when asked for and they fit.
+    // All T steps as one launch (lstm_persistent.cu), at small batch, when they fit.
     if (lstm_forward_persistent(gates, w_hh, bias, h0, cs, y)) return;
     for (int64_t t = 0; t < T; ++t) {
       // 2. gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
@@ -220,7 +220,7 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
     const scalar_t* g = gates.const_data_ptr<scalar_t>();
     scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
     acc_t* dh_ptr = dh.mutable_data_ptr<acc_t>();
-    // All T steps back as one launch (lstm_persistent.cu), when asked for and they fit.
+    // All T steps back as one launch (lstm_persistent.cu), at small batch, when they fit.
     if (!lstm_backward_persistent(grad_y, w_hh, gates, cs, dh, dc, dgates)) {
       for (int64_t t = T - 1; t >= 0; --t) {
         // 3. One step back: the fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.

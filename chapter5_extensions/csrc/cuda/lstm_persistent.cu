@@ -1,7 +1,7 @@
 // lstm_persistent.cu: the time loop of custom_ops::lstm as ONE kernel launch per pass, for small
 // batches (the "persistent RNN" of Diamos et al., ICML 2016). lstm.cu calls it in place of its
-// step loop when CUSTOM_OPS_LSTM_PERSISTENT=1 and the pass fits, and runs the loop otherwise
-// (lesson: "A whole LSTM layer", the persistent kernel).
+// step loop at small batch (see persistent_wanted) when the pass fits, and runs the loop
+// otherwise (lesson: "A whole LSTM layer", the persistent kernel).
 //
 // Why: at B = 8 a step's product h_{t-1} W_hh^T is a few million multiply-adds, microseconds of
 // work, but the step loop pays per step a cuBLAS launch that reads all of W_hh (4H x H) from L2,
@@ -285,12 +285,18 @@ struct Plan {
   int64_t smem = 0;
 };
 
-// CUSTOM_OPS_LSTM_PERSISTENT=1 asks for the persistent kernel wherever it fits; unset or "0", the
-// step loop runs. Opt-in until benchmark_lstm.py --persistent-sweep has measured, on the H100,
-// the batch sizes at which it beats the loop. Read on every call, so a test can switch it.
-bool persistent_requested() {
+// CUSTOM_OPS_LSTM_PERSISTENT=1 asks for the persistent kernel wherever it fits, "0" never; unset,
+// it runs where benchmark_lstm.py --persistent-sweep measured it faster than the step loop on the
+// H100 (fwd+bwd, T = 64, H = 256, 512, 1024): in float32 up to B x H = 16384; in the half types,
+// whose step loop multiplies on tensor cores while this kernel uses CUDA cores, only up to
+// B x H = 8192 and B x H x H = 2^22 (B = 4 at H = 1024). Read on every call, so a test can
+// switch it.
+bool persistent_wanted(int64_t batch, int64_t hidden, int64_t scalar_size) {
   const char* v = std::getenv("CUSTOM_OPS_LSTM_PERSISTENT");
-  return v != nullptr && std::strcmp(v, "1") == 0;
+  if (v != nullptr && std::strcmp(v, "1") == 0) return true;
+  if (v != nullptr && std::strcmp(v, "0") == 0) return false;
+  if (scalar_size == 2) return batch * hidden <= 8192 && batch * hidden * hidden <= (1 << 22);
+  return batch * hidden <= 16384;
 }
 
 // rows_per_unit: 4 forward (a unit's four gate rows), 1 backward (a unit's column); k_len: the
@@ -299,9 +305,9 @@ template <typename Kernel>
 Plan plan_for(Kernel kernel, int64_t steps, int64_t batch, int64_t hidden, int rows_per_unit,
               int64_t k_len, int64_t acc_size, int64_t scalar_size) {
   Plan plan;
-  if (!persistent_requested()) return plan;
+  if (!persistent_wanted(batch, hidden, scalar_size)) return plan;
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  if (!prop->cooperativeLaunch || steps > INT_MAX || hidden > INT_MAX / 4 ||
+  if (!prop->cooperativeLaunch || hidden == 0 || steps > INT_MAX || hidden > INT_MAX / 4 ||
       batch > INT_MAX / hidden) {
     return plan;
   }

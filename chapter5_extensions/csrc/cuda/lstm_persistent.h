@@ -1,7 +1,8 @@
 // lstm_persistent.h: the recurrence of custom_ops::lstm as one cooperative kernel launch per pass
 // (lstm_persistent.cu), for lstm.cu. Each returns false, having done nothing, when the pass does
 // not fit (W_hh's slice and the step's operand must fit in one SM's shared memory, every block
-// resident at once) or CUSTOM_OPS_LSTM_PERSISTENT=1 is not set; lstm.cu then runs its step loop.
+// resident at once) or the batch is too large for it to win (lstm_persistent.cu,
+// persistent_wanted); lstm.cu then runs its step loop.
 #pragma once
 
 #include <ATen/ATen.h>
