@@ -474,6 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="write lstm_layer.{md,json,png} here")
     parser.add_argument(
+        "--cases", help='only these shapes, "T,B,H;T,B,H" (default: the lesson\'s four)'
+    )
+    parser.add_argument(
         "--dtypes", default="float32,bfloat16", help="comma-separated (default: both)"
     )
     parser.add_argument(
@@ -511,7 +514,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
-    for steps, batch, hidden in QUICK_CASES if args.quick else CASES:
+    cases = QUICK_CASES if args.quick else CASES
+    if args.cases:
+        cases = [tuple(int(v) for v in case.split(",")) for case in args.cases.split(";")]
+    for steps, batch, hidden in cases:
         for dtype in dtypes:
             rows += rows_for(timer, steps, batch, hidden, dtype, not args.no_compile)
             gc.collect()  # the last case's models and CUDA graphs, before the next allocates
