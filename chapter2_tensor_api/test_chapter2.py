@@ -313,5 +313,25 @@ def test_benchmark_quick_run_writes_its_tables(tmp_path, import_own_script):
     assert (tmp_path / "chapter2_cpu.md").read_text().count("|") > 20
 
 
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the message a machine without a GPU prints"
+)
+def test_nd_matmul_benchmark_says_it_needs_a_gpu_and_exits_0(capsys, import_own_script):
+    benchmark_nd_matmul = import_own_script("benchmark_nd_matmul")
+
+    assert benchmark_nd_matmul.main(["--quick"]) == 0
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+def test_nd_matmul_benchmark_quick_run_writes_its_tables(tmp_path, import_own_script):
+    benchmark_nd_matmul = import_own_script("benchmark_nd_matmul")
+
+    assert benchmark_nd_matmul.main(["--quick", "--out", str(tmp_path)]) == 0
+    table = (tmp_path / "chapter2_nd_matmul.md").read_text()
+    assert table.count("transposed view") >= 4 and "fwd+bwd" in table
+    assert (tmp_path / "chapter2_nd_matmul.json").stat().st_size > 0
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-rs"]))

@@ -145,7 +145,13 @@ SHARED_COPIES = {
         "chapter4_autograd",
         "tools",
     ],
-    "gpu_timer.py": ["chapter3_cuda_kernels", "chapter4_autograd", "chapter5_extensions", "tools"],
+    "gpu_timer.py": [
+        "chapter2_tensor_api",
+        "chapter3_cuda_kernels",
+        "chapter4_autograd",
+        "chapter5_extensions",
+        "tools",
+    ],
     "checks.h": ["chapter2_tensor_api", "chapter3_cuda_kernels", "chapter4_autograd"],
     "launch_utils.cuh": ["chapter3_cuda_kernels", "chapter4_autograd"],
 }
