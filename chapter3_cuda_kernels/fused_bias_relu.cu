@@ -128,6 +128,12 @@ __global__ void fused_bias_relu_v4_block_per_tile(const scalar_t* __restrict__ x
 
 // ---- launchers ---------------------------------------------------------------------------------
 
+// A block holds 1 to 1024 threads on every GPU since compute capability 2.0.
+void check_threads_per_block(int64_t threads, const char* op) {
+  TORCH_CHECK(threads >= 1 && threads <= 1024, op,
+              ": threads must be 1 to 1024 (a block's limit), got ", threads);
+}
+
 // What every launcher does before its launch: check, make contiguous (the kernels index
 // memory as rows of `cols`; a view is copied, as in chapter 2), allocate, and guard the device.
 struct Prepared {
@@ -144,13 +150,15 @@ Prepared prepare(const at::Tensor& x, const at::Tensor& bias, const char* op) {
   return p;
 }
 
+// `threads` is the block size: kThreads unless block_sweep.py measures another.
 template <typename scalar_t, int kVec>
-void launch_v3(const Prepared& p, at::opmath_type<scalar_t> scale, cudaStream_t stream) {
+void launch_v3(const Prepared& p, at::opmath_type<scalar_t> scale, cudaStream_t stream,
+               int threads) {
   using opmath_t = at::opmath_type<scalar_t>;
   auto kernel = fused_bias_relu_v3_vectorized<scalar_t, opmath_t, kVec>;
-  const int64_t vec_blocks = std::max<int64_t>(1, course::ceil_div(p.numel / kVec, kThreads));
-  const int64_t blocks = std::min(vec_blocks, course::blocks_to_fill_gpu(kernel, kThreads));
-  kernel<<<blocks, kThreads, 0, stream>>>(
+  const int64_t vec_blocks = std::max<int64_t>(1, course::ceil_div(p.numel / kVec, threads));
+  const int64_t blocks = std::min(vec_blocks, course::blocks_to_fill_gpu(kernel, threads));
+  kernel<<<blocks, threads, 0, stream>>>(
       p.x.const_data_ptr<scalar_t>(), p.bias.const_data_ptr<scalar_t>(),
       p.out.mutable_data_ptr<scalar_t>(), p.numel, p.cols, scale);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -245,8 +253,10 @@ at::Tensor fused_bias_relu_v2(const at::Tensor& x, const at::Tensor& bias, doubl
   return p.out;
 }
 
-at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, double scale) {
+at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, double scale,
+                              int64_t threads) {
   Prepared p = prepare(x, bias, "fused_bias_relu_v3");
+  check_threads_per_block(threads, "fused_bias_relu_v3");
   if (p.numel == 0) return p.out;
   const c10::cuda::CUDAGuard device_guard(x.device());
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -256,10 +266,29 @@ at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, doubl
         // The widest vector both x and out are aligned to; a misaligned view (x[1:]) runs the
         // same kernel one element at a time. One instantiation per width that fits in 16 bytes.
         course::with_vector_width<scalar_t>(
-            {p.x.const_data_ptr(), p.out.const_data_ptr()}, 0,
-            [&](auto width) { launch_v3<scalar_t, decltype(width)::value>(p, s, stream); });
+            {p.x.const_data_ptr(), p.out.const_data_ptr()}, 0, [&](auto width) {
+              launch_v3<scalar_t, decltype(width)::value>(p, s, stream, static_cast<int>(threads));
+            });
       });
   return p.out;
+}
+
+int64_t fused_bias_relu_v3_blocks_per_sm(const at::Tensor& x, int64_t threads) {
+  course::check_cuda(x, "fused_bias_relu_v3_blocks_per_sm", "x");
+  check_threads_per_block(threads, "fused_bias_relu_v3_blocks_per_sm");
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  int blocks_per_sm = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v3_blocks_per_sm", [&] {
+        // The instantiation fused_bias_relu_v3 would launch for x: its registers set the limit.
+        course::with_vector_width<scalar_t>({x.const_data_ptr()}, 0, [&](auto width) {
+          auto kernel = fused_bias_relu_v3_vectorized<scalar_t, at::opmath_type<scalar_t>,
+                                                      decltype(width)::value>;
+          C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+              &blocks_per_sm, kernel, static_cast<int>(threads), 0));
+        });
+      });
+  return blocks_per_sm;
 }
 
 at::Tensor fused_bias_relu_v4(const at::Tensor& x, const at::Tensor& bias, double scale) {

@@ -6,6 +6,8 @@
 #include <ATen/Parallel.h>
 #include <torch/extension.h>
 
+#include <functional>
+
 #include "checks.h"
 #include "cuda_ops.h"
 
@@ -64,7 +66,7 @@ at::Tensor sum_columns_cpu(const at::Tensor& x) {
               "found no nvcc or a CPU-only torch)");
 }
 
-using CudaFusedBiasRelu = at::Tensor (*)(const at::Tensor&, const at::Tensor&, double);
+using CudaFusedBiasRelu = std::function<at::Tensor(const at::Tensor&, const at::Tensor&, double)>;
 
 at::Tensor fused_bias_relu(const at::Tensor& x, const at::Tensor& bias, double scale,
                            const char* op, [[maybe_unused]] CudaFusedBiasRelu cuda_version) {
@@ -93,12 +95,13 @@ at::Tensor sum(const at::Tensor& x, cuda_ops::SumVersion version, const char* op
   return sum_cpu(x);
 }
 
-at::Tensor sum_columns(const at::Tensor& x) {
+// block_x, block_y: the CUDA kernel's block shape (block_sweep.py); the CPU has no blocks.
+at::Tensor sum_columns(const at::Tensor& x, int64_t block_x, int64_t block_y) {
   course::check_floating(x, "sum_columns", "x");
   TORCH_CHECK(x.dim() >= 1, "sum_columns: x must have at least 1 dimension, got a 0-dim tensor");
   if (x.is_cuda()) {
 #ifdef WITH_CUDA
-    return cuda_ops::sum_columns(x);
+    return cuda_ops::sum_columns(x, block_x, block_y);
 #else
     no_cuda("sum_columns");
 #endif
@@ -115,7 +118,9 @@ at::Tensor sum_columns(const at::Tensor& x) {
 namespace cuda_ops {
 at::Tensor fused_bias_relu_v1(const at::Tensor&, const at::Tensor&, double) { no_cuda("v1"); }
 at::Tensor fused_bias_relu_v2(const at::Tensor&, const at::Tensor&, double) { no_cuda("v2"); }
-at::Tensor fused_bias_relu_v3(const at::Tensor&, const at::Tensor&, double) { no_cuda("v3"); }
+at::Tensor fused_bias_relu_v3(const at::Tensor&, const at::Tensor&, double, int64_t) {
+  no_cuda("v3");
+}
 at::Tensor fused_bias_relu_v4(const at::Tensor&, const at::Tensor&, double) { no_cuda("v4"); }
 at::Tensor fused_bias_relu_v4_gpu_sized_grid(const at::Tensor&, const at::Tensor&, double) {
   no_cuda("v4_gpu_sized_grid");
@@ -146,10 +151,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       fbr_doc, py::arg("x"), py::arg("bias"), py::arg("scale") = 1.0);
   m.def(
       "fused_bias_relu_v3",
-      [](const at::Tensor& x, const at::Tensor& bias, double scale) {
-        return fused_bias_relu(x, bias, scale, "fused_bias_relu_v3", cuda_ops::fused_bias_relu_v3);
+      [](const at::Tensor& x, const at::Tensor& bias, double scale, int64_t threads) {
+        return fused_bias_relu(
+            x, bias, scale, "fused_bias_relu_v3",
+            [threads](const at::Tensor& x, const at::Tensor& bias, double scale) {
+              return cuda_ops::fused_bias_relu_v3(x, bias, scale, threads);
+            });
       },
-      fbr_doc, py::arg("x"), py::arg("bias"), py::arg("scale") = 1.0);
+      "relu(x * scale + bias), bias over the last dimension of x; threads: the CUDA block size "
+      "(the CPU ignores it).",
+      py::arg("x"), py::arg("bias"), py::arg("scale") = 1.0, py::arg("threads") = 256);
   m.def(
       "fused_bias_relu_v4",
       [](const at::Tensor& x, const at::Tensor& bias, double scale) {
@@ -182,6 +193,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The sum of all elements of x, as a 0-dim tensor of x's dtype.", py::arg("x"));
   }
   m.def("sum_columns", &sum_columns,
-        "The sum over all leading dimensions: one value per element of x's last dimension.",
-        py::arg("x"));
+        "The sum over all leading dimensions: one value per element of x's last dimension. "
+        "block_x, block_y: the CUDA block's shape, columns by row lanes (the CPU ignores it).",
+        py::arg("x"), py::arg("block_x") = 32, py::arg("block_y") = 8);
+
+  // Theoretical occupancy (block_sweep.py): blocks per SM for the kernel the op would launch on x.
+#ifdef WITH_CUDA
+  m.def("fused_bias_relu_v3_blocks_per_sm", &cuda_ops::fused_bias_relu_v3_blocks_per_sm,
+        "Blocks of `threads` threads of fused_bias_relu_v3's kernel for x that fit on one SM.",
+        py::arg("x"), py::arg("threads"));
+  m.def("sum_columns_blocks_per_sm", &cuda_ops::sum_columns_blocks_per_sm,
+        "Blocks of block_x x block_y threads of sum_columns' kernel for x that fit on one SM.",
+        py::arg("x"), py::arg("block_x"), py::arg("block_y"));
+#endif
 }

@@ -214,28 +214,31 @@ __global__ void sum_v6_finish(const acc_t* __restrict__ partials, int64_t count,
 
 // ---- sum_columns -------------------------------------------------------------------------------
 
-// x seen as (rows, cols); out[c] = sum over r of x[r, c]. A block is 32 columns x 8 row lanes:
-// a warp reads 32 neighbouring elements of one row (coalesced), and the grid's y dimension splits
-// the rows when there are few columns. Pass 1 writes one partial per (row split, column).
-constexpr int kColumnsPerBlock = 32;
-constexpr int kRowLanes = 8;
+// x seen as (rows, cols); out[c] = sum over r of x[r, c]. A block is blockDim.x columns x
+// blockDim.y row lanes, 32 x 8 by default (cuda_ops.h): a warp reads 32 neighbouring elements of
+// one row (coalesced), and the grid's y dimension splits the rows when there are few columns. The
+// shape is a launch parameter, so that block_sweep.py can measure others. Pass 1 writes one partial
+// per (row split, column).
 
 template <typename scalar_t, typename acc_t>
 __global__ void sum_columns_partials(const scalar_t* __restrict__ x, int64_t rows, int64_t cols,
                                      acc_t* __restrict__ partials) {
-  __shared__ acc_t lane_sums[kRowLanes][kColumnsPerBlock];
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColumnsPerBlock + threadIdx.x;
+  // One sum per thread, lane_sums[row lane][column]: dynamic shared memory, sized at the launch.
+  extern __shared__ unsigned char lane_sums_bytes[];
+  acc_t* lane_sums = reinterpret_cast<acc_t*>(lane_sums_bytes);
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   acc_t v = 0;
   if (col < cols) {
-    for (int64_t r = static_cast<int64_t>(blockIdx.y) * kRowLanes + threadIdx.y; r < rows;
-         r += static_cast<int64_t>(gridDim.y) * kRowLanes) {
+    for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
+         r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
       v += static_cast<acc_t>(x[r * cols + col]);
     }
   }
-  lane_sums[threadIdx.y][threadIdx.x] = v;
+  lane_sums[threadIdx.y * blockDim.x + threadIdx.x] = v;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
-    for (int lane = 1; lane < kRowLanes; ++lane) v += lane_sums[lane][threadIdx.x];
+    for (int lane = 1; lane < static_cast<int>(blockDim.y); ++lane)
+      v += lane_sums[lane * blockDim.x + threadIdx.x];
     partials[blockIdx.y * cols + col] = v;
   }
 }
@@ -252,6 +255,25 @@ __global__ void sum_columns_finish(const acc_t* __restrict__ partials, int64_t s
 }
 
 // ---- launchers ---------------------------------------------------------------------------------
+
+// A block: at most 1024 threads, and at most 1024 in x and in y (64 in z).
+void check_block_shape(int64_t block_x, int64_t block_y, const char* op) {
+  TORCH_CHECK(block_x >= 1 && block_y >= 1 && block_x * block_y <= 1024, op,
+              ": a block must have 1 to 1024 threads, got block_x = ", block_x,
+              ", block_y = ", block_y);
+}
+
+// How many blocks of sum_columns_partials fit on one SM: blocks_to_fill_gpu's question, with the
+// shared memory this shape asks for at its launch.
+template <typename scalar_t>
+int64_t sum_columns_blocks_per_sm_typed(int64_t block_x, int64_t block_y) {
+  using acc_t = at::opmath_type<scalar_t>;
+  int blocks_per_sm = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks_per_sm, sum_columns_partials<scalar_t, acc_t>, static_cast<int>(block_x * block_y),
+      block_x * block_y * sizeof(acc_t)));
+  return blocks_per_sm;
+}
 
 template <typename scalar_t>
 at::Tensor sum_typed(const at::Tensor& x, cuda_ops::SumVersion version, cudaStream_t stream) {
@@ -334,10 +356,11 @@ at::Tensor sum(const at::Tensor& x_in, SumVersion version) {
   return out;
 }
 
-at::Tensor sum_columns(const at::Tensor& x_in) {
+at::Tensor sum_columns(const at::Tensor& x_in, int64_t block_x, int64_t block_y) {
   course::check_cuda(x_in, "sum_columns", "x");
   course::check_floating(x_in, "sum_columns", "x");
   TORCH_CHECK(x_in.dim() >= 1, "sum_columns: x must have at least 1 dimension, got a 0-dim tensor");
+  check_block_shape(block_x, block_y, "sum_columns");
   const int64_t cols = x_in.size(-1);
   const int64_t rows = cols == 0 ? 0 : x_in.numel() / cols;
   if (rows == 0 || cols == 0) return at::zeros({cols}, x_in.options());
@@ -348,17 +371,19 @@ at::Tensor sum_columns(const at::Tensor& x_in) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "sum_columns", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     auto kernel = sum_columns_partials<scalar_t, acc_t>;
-    const dim3 block(kColumnsPerBlock, kRowLanes);
-    const int64_t column_blocks = course::ceil_div(cols, kColumnsPerBlock);
+    const dim3 block(block_x, block_y);
+    const size_t shared_bytes = block_x * block_y * sizeof(acc_t);
+    const int64_t column_blocks = course::ceil_div(cols, block_x);
     TORCH_CHECK(column_blocks <= std::numeric_limits<int32_t>::max(),
                 "sum_columns: too many columns (", cols, ")");
     // Split the rows until the grid fills the GPU (capped: each split costs a partial per column).
-    const int64_t fill = course::blocks_to_fill_gpu(kernel, kColumnsPerBlock * kRowLanes);
+    const int64_t fill = at::cuda::getCurrentDeviceProperties()->multiProcessorCount *
+                         sum_columns_blocks_per_sm_typed<scalar_t>(block_x, block_y);
     const int64_t splits = std::clamp<int64_t>(
-        fill / column_blocks, 1, std::min<int64_t>(course::ceil_div(rows, kRowLanes), 1024));
+        fill / column_blocks, 1, std::min<int64_t>(course::ceil_div(rows, block_y), 1024));
     at::Tensor partials =
         at::empty({splits, cols}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-    kernel<<<dim3(column_blocks, splits), block, 0, stream>>>(
+    kernel<<<dim3(column_blocks, splits), block, shared_bytes, stream>>>(
         x.const_data_ptr<scalar_t>(), rows, cols, partials.mutable_data_ptr<acc_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     sum_columns_finish<scalar_t, acc_t><<<course::ceil_div(cols, kThreads), kThreads, 0, stream>>>(
@@ -366,6 +391,17 @@ at::Tensor sum_columns(const at::Tensor& x_in) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;
+}
+
+int64_t sum_columns_blocks_per_sm(const at::Tensor& x, int64_t block_x, int64_t block_y) {
+  course::check_cuda(x, "sum_columns_blocks_per_sm", "x");
+  check_block_shape(block_x, block_y, "sum_columns_blocks_per_sm");
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  int64_t blocks_per_sm = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, x.scalar_type(), "sum_columns_blocks_per_sm",
+      [&] { blocks_per_sm = sum_columns_blocks_per_sm_typed<scalar_t>(block_x, block_y); });
+  return blocks_per_sm;
 }
 
 }  // namespace cuda_ops

@@ -330,6 +330,46 @@ def test_sum_columns_rejects_a_0_dim_tensor(ext, device):
         ext.sum_columns(torch.tensor(1.0, device=device))
 
 
+# ---- block size and shape as launch arguments (block_sweep.py) ---------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 32, 33, 96, 256, 1024])
+def test_fused_bias_relu_v3_gives_the_same_result_for_every_block_size(
+    ext, threads, device, generator
+):
+    x = random((37, 260), torch.float32, device, generator)
+    bias = random((260,), torch.float32, device, generator)
+    out = ext.fused_bias_relu_v3(x, bias, 0.5, threads=threads)
+    torch.testing.assert_close(out, reference_fused_bias_relu(x, bias, 0.5), **TOLERANCES[x.dtype])
+
+
+@pytest.mark.parametrize(
+    "block", [(32, 8), (16, 16), (8, 32), (1, 1), (7, 5), (1024, 1), (1, 1024)]
+)
+def test_sum_columns_gives_the_same_result_for_every_block_shape(ext, block, device, generator):
+    x = random((1000, 77), torch.float64, device, generator)
+    torch.testing.assert_close(ext.sum_columns(x, *block), x.sum(0))
+
+
+@pytest.mark.cuda
+def test_launch_arguments_past_a_blocks_limit_are_rejected(ext):
+    x = torch.ones(4, 8, device="cuda")
+    with pytest.raises(RuntimeError, match="fused_bias_relu_v3: threads must be 1 to 1024"):
+        ext.fused_bias_relu_v3(x, x[0], 1.0, threads=2048)
+    with pytest.raises(RuntimeError, match="sum_columns: a block must have 1 to 1024 threads"):
+        ext.sum_columns(x, 64, 32)
+
+
+@pytest.mark.cuda
+def test_blocks_per_sm_never_exceed_the_sms_threads(ext):
+    x = torch.ones(4, 1024, device="cuda")
+    most = torch.cuda.get_device_properties().max_threads_per_multi_processor
+    for threads in [32, 256, 1024]:
+        assert 1 <= ext.fused_bias_relu_v3_blocks_per_sm(x, threads) * threads <= most
+    for bx, by in [(32, 8), (8, 32), (32, 32)]:
+        assert 1 <= ext.sum_columns_blocks_per_sm(x, bx, by) * bx * by <= most
+
+
 # ---- under compute-sanitizer: every kernel once, on small shapes ------------------------------
 
 
@@ -398,6 +438,24 @@ def test_benchmark_quick_run_writes_its_tables_and_plot(tmp_path, import_own_scr
     assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "chapter3_cuda.md").read_text().count("|") > 20
     assert (tmp_path / "chapter3_cuda.png").stat().st_size > 0
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
+def test_block_sweep_says_it_needs_a_gpu_and_exits_0(capsys, import_own_script):
+    block_sweep = import_own_script("block_sweep")
+
+    assert block_sweep.main(["--log2-numel", "16"]) == 0
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+def test_block_sweep_tiny_run_writes_its_tables_and_plot(tmp_path, import_own_script):
+    block_sweep = import_own_script("block_sweep")
+
+    assert block_sweep.main(["--log2-numel", "16", "--out", str(tmp_path)]) == 0
+    table = (tmp_path / "chapter3_block_sweep.md").read_text()
+    assert "| 1024 |" in table and "| 64x4 |" in table
+    assert (tmp_path / "chapter3_block_sweep.png").stat().st_size > 0
 
 
 if __name__ == "__main__":
