@@ -299,18 +299,11 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
          w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
     // All T steps as one launch (lstm_persistent.cu), at small batch, when they fit.
     if (lstm_forward_persistent(gates, w_hh, bias, h0, cs, y)) return;
-    // 2. Per step, gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then
-    // the pointwise kernel. h_{t-1} is h0, then a step of y: both sets of pointers count.
-    const int64_t bytes = sizeof(scalar_t);
-    const StepGemm recurrent(
-        blas, false, true, B, 4 * H, H, H, H, 1.0, 4 * H, dtype, dtype,
-        alignment_of(
-            {reinterpret_cast<uintptr_t>(h0.const_data_ptr()), reinterpret_cast<uintptr_t>(out),
-             reinterpret_cast<uintptr_t>(g), reinterpret_cast<uintptr_t>(w_hh.const_data_ptr()),
-             static_cast<uintptr_t>(B * H * bytes), static_cast<uintptr_t>(B * 4 * H * bytes)}));
     for (int64_t t = 0; t < T; ++t) {
+      // 2. gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
       const scalar_t* h_prev = t == 0 ? h0.const_data_ptr<scalar_t>() : out + (t - 1) * B * H;
-      recurrent(h_prev, w_hh.const_data_ptr<scalar_t>(), g + t * B * 4 * H, stream);
+      gemm(blas, false, true, B, 4 * H, H, h_prev, H, w_hh.const_data_ptr<scalar_t>(), H, 1.0,
+           g + t * B * 4 * H, 4 * H, dtype, dtype);
       kernel<<<grid, kThreads, 0, stream>>>(g + t * B * 4 * H, bias.const_data_ptr<acc_t>(),
                                             c + t * B * H, c + (t + 1) * B * H, out + t * B * H, B,
                                             H);
