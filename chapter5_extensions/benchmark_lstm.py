@@ -40,8 +40,6 @@ SWEEP_BATCHES = [1, 4, 16, 64, 256, 1024, 4096]  # T = 64, H = I = 1024, float32
 PERSISTENT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
 PERSISTENT_HIDDEN = [256, 512, 1024]
 PERSISTENT = "CUSTOM_OPS_LSTM_PERSISTENT"  # "0": the step loop; "1": persistent where it fits
-CUBLASLT = "CUSTOM_OPS_LSTM_CUBLASLT"  # "0": the step loop calls cublasGemmEx every step
-GEMM_EX = "ours, cublasGemmEx each step"
 
 
 def cell_loop(cell):
@@ -73,9 +71,6 @@ def implementations(hidden: int, dtype, use_compile: bool) -> dict:
     cell = torch.nn.LSTMCell(hidden, hidden, **factory)
     impls = {
         "ours": (ours, lambda x: ours(x)[0]),
-        # The same op with the step loop's products through cublasGemmEx, which picks an
-        # algorithm on every call, instead of cuBLASLt with the choice made once per pass.
-        GEMM_EX: (ours, with_env(CUBLASLT, "0", lambda x: ours(x)[0])),
         "cuDNN nn.LSTM": (cudnn, lambda x: cudnn(x)[0]),
         "loop of nn.LSTMCell": (cell, cell_loop(cell)),
     }
@@ -197,26 +192,21 @@ def rows_for(timer: Timer, steps: int, batch: int, hidden: int, dtype, use_compi
             )
 
 
-def with_env(name: str, value: str, fn):
-    """fn run with the variable `name` set to value (the op reads its variables on every call)."""
+def with_path(path: str, fn):
+    """fn run with CUSTOM_OPS_LSTM_PERSISTENT set to path (the op reads it on every call)."""
 
-    def run(*args):
-        before = os.environ.get(name)
-        os.environ[name] = value
+    def run():
+        before = os.environ.get(PERSISTENT)
+        os.environ[PERSISTENT] = path
         try:
-            return fn(*args)
+            return fn()
         finally:
             if before is None:
-                del os.environ[name]
+                del os.environ[PERSISTENT]
             else:
-                os.environ[name] = before
+                os.environ[PERSISTENT] = before
 
     return run
-
-
-def with_path(path: str, fn):
-    """fn run with CUSTOM_OPS_LSTM_PERSISTENT set to path."""
-    return with_env(PERSISTENT, path, fn)
 
 
 def persistent_kernels(fn) -> str:
@@ -376,30 +366,6 @@ def summary_table(result: dict) -> list[str]:
     return lines
 
 
-def cublaslt_table(result: dict) -> list[str]:
-    """The step loop's products through cuBLASLt (algorithm chosen once per pass) against
-    cublasGemmEx (chosen every call): back to back is where the host's work shows."""
-    by = {(r["case"], r["dtype"], r["pass"], r["impl"]): r for r in result["rows"]}
-    lines = [
-        "The step loop's products: cuBLASLt, algorithm chosen once per pass (ours) against "
-        "cublasGemmEx every step, GPU ms / back-to-back ms:",
-        "",
-        "| T, B, H | dtype | pass | ours (cuBLASLt) | cublasGemmEx each step | cuDNN nn.LSTM |",
-        "| --- | --- | --- | ---: | ---: | ---: |",
-    ]
-    for (case, dtype, pass_name, impl), r in by.items():
-        if impl != GEMM_EX:
-            continue
-        ours, cudnn = (by.get((case, dtype, pass_name, i)) for i in ("ours", "cuDNN nn.LSTM"))
-        cells = [
-            f"{x['gpu_ms']:.3f} / {x['loop_ms']:.3f}" if x else "not run" for x in (ours, r, cudnn)
-        ]
-        lines.append(
-            f"| {r['T']}, {r['B']}, {r['H']} | {dtype} | {pass_name} | " + " | ".join(cells) + " |"
-        )
-    return lines
-
-
 def to_markdown(result: dict) -> str:
     lines = [
         f"{result['gpu']}; torch {result['torch']}, CUDA {result['cuda']}, cuDNN "
@@ -419,7 +385,7 @@ def to_markdown(result: dict) -> str:
             f"| {r['T']}, {r['B']}, {r['H']} | {r['dtype']} | {r['pass']} | {r['impl']} | "
             f"{r['gpu_ms']:.3f} | {r['loop_ms']:.3f} | {speed} |"
         )
-    lines += ["", *summary_table(result), "", *cublaslt_table(result)]
+    lines += ["", *summary_table(result)]
     if result.get("sweep"):
         lines += [
             "",
@@ -531,7 +497,6 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.quick or args.no_sweep or sweep):
         for batch in SWEEP_BATCHES:
             impls = implementations(1024, torch.float32, use_compile=False)
-            impls.pop(GEMM_EX)  # the sweep compares with cuDNN only
             if batch > 256:
                 impls.pop("loop of nn.LSTMCell")  # seconds a call; the table above has it
             x = torch.randn(64, batch, 1024, device="cuda", requires_grad=True)

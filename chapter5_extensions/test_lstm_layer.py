@@ -417,22 +417,6 @@ def test_both_cuda_paths_match_nn_lstm(path, dtype, sizes, generator, monkeypatc
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("sizes", PERSISTENT_SHAPES)
-def test_step_loop_through_cublas_gemm_ex_matches_nn_lstm(dtype, sizes, generator, monkeypatch):
-    """CUSTOM_OPS_LSTM_CUBLASLT=0: the step loop's products through cublasGemmEx, each step
-    choosing its algorithm (the benchmark's "before" row), instead of cuBLASLt's chosen once."""
-    monkeypatch.setenv(PERSISTENT, "0")
-    monkeypatch.setenv("CUSTOM_OPS_LSTM_CUBLASLT", "0")
-    steps, batch, input_size, hidden = sizes
-    reference, ours = pair(input_size, hidden, "cuda", dtype)
-    x = random((steps, batch, input_size), generator)
-    hx = tuple(random((1, batch, hidden), generator) for _ in range(2))
-    with strict_float32():
-        compare_forward_and_backward(reference, ours, x, hx, "cuda", dtype)
-
-
-@pytest.mark.cuda
 @pytest.mark.parametrize("path", PATHS)
 def test_the_variable_picks_the_path(path, monkeypatch):
     """At B = 4 the forward and the backward each run as one persistent kernel ("1"), or as one

@@ -1,9 +1,8 @@
 // lstm.cu: custom_ops::lstm and its backward for CUDA tensors: csrc/lstm.cpp's algorithm with the
 // products as direct cuBLAS calls and the pointwise part of each step as one fused kernel. Per
-// time step the host issues two calls (a product and a kernel) and nothing else: no tensor is
-// created and no ATen op is dispatched inside the loop, and the step's product runs through
-// cuBLASLt with its algorithm chosen once per pass (StepGemm). At small batch lstm_persistent.cu
-// replaces each loop with one launch.
+// time step the host issues two calls (a GEMM and a kernel) and nothing else: no tensor is
+// created and no ATen op is dispatched inside the loop. At small batch lstm_persistent.cu replaces
+// each loop with one launch.
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -11,12 +10,7 @@
 #include <ATen/cuda/Exceptions.h>
 #include <torch/library.h>
 
-#include <cublasLt.h>
-
 #include <climits>
-#include <cstdlib>
-#include <cstring>
-#include <initializer_list>
 
 #include "../lstm.h"
 #include "launch_utils.cuh"
@@ -74,133 +68,6 @@ void gemm(const Blas& blas, bool trans_a, bool trans_b, int64_t m, int64_t n, in
                    at::cuda::ScalarTypeToCudaDataType(c_type), static_cast<int>(ldc), blas.compute,
                    CUBLAS_GEMM_DEFAULT));
 }
-
-// The largest power of two, up to 256, that divides every address a product will be given: the
-// step loop's pointers move by a step's bytes, so this is what cuBLASLt may assume about all of
-// them. (cublasGemmEx looks at each call's pointers itself; an algorithm chosen once must not
-// assume more than the worst of them.)
-uint32_t alignment_of(std::initializer_list<uintptr_t> addresses_and_strides) {
-  uint32_t alignment = 256;
-  for (const uintptr_t v : addresses_and_strides) {
-    while (alignment > 1 && v % alignment != 0) alignment /= 2;
-  }
-  return alignment;
-}
-
-// CUSTOM_OPS_LSTM_CUBLASLT=0 makes the step loop call cublasGemmEx every step instead (the
-// benchmark's "before" row; read on every call, like CUSTOM_OPS_LSTM_PERSISTENT).
-bool cublaslt_wanted() {
-  const char* v = std::getenv("CUSTOM_OPS_LSTM_CUBLASLT");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
-// One product shape that the step loop runs T times with new pointers each step: gemm()'s
-// arguments, less the pointers. cublasGemmEx describes the problem and picks an algorithm on
-// every call, host work that the loop would pay T times; with cuBLASLt the descriptors and the
-// algorithm (cuBLASLt's first heuristic choice, as cublasGemmEx would take) are made here once,
-// and each step is one cublasLtMatmul. Same column-major trick as gemm(): cuBLASLt's A is our b.
-// Where cuBLASLt offers no algorithm, or the variable above says so, it calls gemm() each step.
-class StepGemm {
- public:
-  StepGemm(const Blas& blas, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-           int64_t lda, int64_t ldb, double beta, int64_t ldc, at::ScalarType ab,
-           at::ScalarType c_type, uint32_t alignment)
-      : blas_(blas),
-        trans_a_(trans_a),
-        trans_b_(trans_b),
-        m_(m),
-        n_(n),
-        k_(k),
-        lda_(lda),
-        ldb_(ldb),
-        ldc_(ldc),
-        beta_(beta),
-        ab_(ab),
-        c_type_(c_type) {
-    if (m == 0 || n == 0 || !cublaslt_wanted()) return;
-    for (const int64_t v : {m, n, k, lda, ldb, ldc}) {
-      TORCH_CHECK(v <= INT_MAX, "lstm: a matrix dimension of ", v, " is beyond cuBLAS's int API");
-    }
-    const bool in_double = blas.compute == CUBLAS_COMPUTE_64F;
-    const cudaDataType_t scale = in_double ? CUDA_R_64F : CUDA_R_32F;
-    const cudaDataType_t ab_type = at::cuda::ScalarTypeToCudaDataType(ab);
-    TORCH_CUDABLAS_CHECK(cublasLtMatmulDescCreate(&desc_, blas.compute, scale));
-    const cublasOperation_t op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t op_b = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    TORCH_CUDABLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    TORCH_CUDABLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    // Column-major shapes as stored: rows and columns of what each pointer holds.
-    TORCH_CUDABLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&a_, ab_type, trans_b ? k : n, trans_b ? n : k, ldb));
-    TORCH_CUDABLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&b_, ab_type, trans_a ? m : k, trans_a ? k : m, lda));
-    TORCH_CUDABLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&c_, at::cuda::ScalarTypeToCudaDataType(c_type), n, m, ldc));
-    workspace_ = at::cuda::getCUDABlasLtWorkspace();
-    workspace_size_ = at::cuda::getCUDABlasLtWorkspaceSize();
-    cublasLtMatmulPreference_t preference = nullptr;
-    TORCH_CUDABLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-    const uint64_t workspace_bytes = workspace_size_;
-    TORCH_CUDABLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &workspace_bytes, sizeof(workspace_bytes)));
-    for (const auto attribute :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-      TORCH_CUDABLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment,
-                                                                sizeof(alignment)));
-    }
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(at::cuda::getCurrentCUDABlasLtHandle(), desc_, a_, b_, c_,
-                                       c_, preference, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(preference);
-    if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
-      algo_ = result.algo;
-      use_lt_ = true;
-    }
-  }
-  ~StepGemm() {
-    if (c_ != nullptr) cublasLtMatrixLayoutDestroy(c_);
-    if (b_ != nullptr) cublasLtMatrixLayoutDestroy(b_);
-    if (a_ != nullptr) cublasLtMatrixLayoutDestroy(a_);
-    if (desc_ != nullptr) cublasLtMatmulDescDestroy(desc_);
-  }
-  StepGemm(const StepGemm&) = delete;
-  StepGemm& operator=(const StepGemm&) = delete;
-
-  void operator()(const void* a, const void* b, void* c, cudaStream_t stream) const {
-    if (m_ == 0 || n_ == 0) return;
-    if (!use_lt_) {
-      gemm(blas_, trans_a_, trans_b_, m_, n_, k_, a, lda_, b, ldb_, beta_, c, ldc_, ab_, c_type_);
-      return;
-    }
-    const double alpha = 1.0;
-    const float alpha_f = 1.0f, beta_f = static_cast<float>(beta_);
-    const bool in_double = blas_.compute == CUBLAS_COMPUTE_64F;
-    TORCH_CUDABLAS_CHECK(cublasLtMatmul(at::cuda::getCurrentCUDABlasLtHandle(), desc_,
-                                        in_double ? static_cast<const void*>(&alpha) : &alpha_f, b,
-                                        a_, a, b_,
-                                        in_double ? static_cast<const void*>(&beta_) : &beta_f, c,
-                                        c_, c, c_, &algo_, workspace_, workspace_size_, stream));
-  }
-
- private:
-  Blas blas_;
-  bool trans_a_, trans_b_;
-  int64_t m_, n_, k_, lda_, ldb_, ldc_;
-  double beta_;
-  at::ScalarType ab_, c_type_;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
-  cublasLtMatmulAlgo_t algo_{};
-  void* workspace_ = nullptr;
-  size_t workspace_size_ = 0;
-  bool use_lt_ = false;
-};
 
 template <typename acc_t>
 __device__ __forceinline__ acc_t sigmoid(acc_t v) {
@@ -355,18 +222,14 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
     acc_t* dh_ptr = dh.mutable_data_ptr<acc_t>();
     // All T steps back as one launch (lstm_persistent.cu), at small batch, when they fit.
     if (!lstm_backward_persistent(grad_y, w_hh, gates, cs, dh, dc, dgates)) {
-      const StepGemm carry_back(
-          blas, false, false, B, H, 4 * H, 4 * H, H, 0.0, H, dtype, acc,
-          alignment_of({reinterpret_cast<uintptr_t>(dg), reinterpret_cast<uintptr_t>(dh_ptr),
-                        reinterpret_cast<uintptr_t>(w_hh.const_data_ptr()),
-                        static_cast<uintptr_t>(B * 4 * H * sizeof(scalar_t))}));
       for (int64_t t = T - 1; t >= 0; --t) {
         // 3. One step back: the fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.
         kernel<<<grid, kThreads, 0, stream>>>(
             grad_y.const_data_ptr<scalar_t>() + t * B * H, dh_ptr, dc.mutable_data_ptr<acc_t>(),
             g + t * B * 4 * H, c + (t + 1) * B * H, c + t * B * H, dg + t * B * 4 * H, B, H);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
-        carry_back(dg + t * B * 4 * H, w_hh.const_data_ptr<scalar_t>(), dh_ptr, stream);
+        gemm(blas, false, false, B, H, 4 * H, dg + t * B * 4 * H, 4 * H,
+             w_hh.const_data_ptr<scalar_t>(), H, 0.0, dh_ptr, H, dtype, acc);
       }
     }
     // 4. One product each over all T steps.
