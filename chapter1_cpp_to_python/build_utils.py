@@ -1,9 +1,10 @@
 """The plumbing around torch.utils.cpp_extension.load() that every chapter's loader needs: where
 builds go, which ninja runs them, where CUDA's extra headers are, whether CUDA can be built.
 
-Each load_chapterN.py keeps only its own annotated load() call and imports the rest from here.
-Identical copies live in chapters 1 to 4 and in tools/, so that each chapter folder builds on its
-own; tests/test_repo.py fails if they differ. Lesson: chapter 1, "Way 1: load()".
+Each load_chapterN.py (and chapter 5's load_jit.py) keeps only its own annotated load() call and
+imports the rest from here. Identical copies live in chapters 1 to 5 and in tools/, so that each
+chapter folder builds on its own; tests/test_repo.py fails if they differ. Lesson: chapter 1,
+"Way 1: load()".
 """
 
 from __future__ import annotations

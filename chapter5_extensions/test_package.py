@@ -138,6 +138,53 @@ def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path, import_ow
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+def run_python(script: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    """script in a new Python in this folder: this process has registered custom_ops already."""
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=HERE, timeout=timeout
+    )
+
+
+def test_load_jit_builds_the_library_and_registers_its_operators():
+    """load_jit.py in a new process: the JIT build (CPU-only without a GPU) registers every
+    operator, and the package's Python half (custom_ops.LSTM, autograd) works on top of it."""
+    result = run_python(
+        "import runpy, torch; runpy.run_path('load_jit.py', run_name='__main__'); "
+        "import custom_ops; "
+        "x = torch.randn(2, 3, 4, requires_grad=True); "
+        "custom_ops.LSTM(4, 5)(x)[0].sum().backward(); "
+        "print('lstm backward ok', x.grad.shape)"
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "torch.ops.custom_ops.relu(x) = [0.0, 0.0, 2.0]" in result.stdout
+    assert "registered by: " in result.stdout and "custom_ops_jit" in result.stdout
+    assert "lstm backward ok torch.Size([2, 3, 4])" in result.stdout
+
+
+def test_load_jit_after_import_custom_ops_reuses_the_package_build():
+    result = run_python(
+        "import custom_ops, load_jit; "
+        "assert load_jit.load_custom_ops() == custom_ops._C.__file__; "
+        "print('reused', custom_ops._C.__file__)"
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "already registered by" in result.stdout and "reused" in result.stdout
+
+
+def test_loading_both_builds_in_one_process_fails_on_the_second_registration():
+    """What load_jit.py avoids: the JIT build, then the package's own .so loaded directly. The
+    error is thrown while the .so loads and ends the process (std::terminate: SIGABRT)."""
+    (package_build,) = (HERE / "custom_ops").glob("_C*.so")
+    result = run_python(
+        "import load_jit, torch; load_jit.load_custom_ops(); "
+        f"torch.ops.load_library({str(package_build)!r})"
+    )
+    assert result.returncode != 0
+    assert "Only a single TORCH_LIBRARY can be used to register the namespace custom_ops" in (
+        result.stdout + result.stderr
+    )
+
+
 # ---- the scripts a reader runs ------------------------------------------------------------------
 
 

@@ -143,6 +143,7 @@ SHARED_COPIES = {
         "chapter2_tensor_api",
         "chapter3_cuda_kernels",
         "chapter4_autograd",
+        "chapter5_extensions",
         "tools",
     ],
     "gpu_timer.py": [

@@ -1,0 +1,69 @@
+"""The plumbing around torch.utils.cpp_extension.load() that every chapter's loader needs: where
+builds go, which ninja runs them, where CUDA's extra headers are, whether CUDA can be built.
+
+Each load_chapterN.py (and chapter 5's load_jit.py) keeps only its own annotated load() call and
+imports the rest from here. Identical copies live in chapters 1 to 5 and in tools/, so that each
+chapter folder builds on its own; tests/test_repo.py fails if they differ. Lesson: chapter 1,
+"Way 1: load()".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from torch.utils.cpp_extension import CUDA_HOME
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def build_root() -> Path:
+    """Where JIT builds go: $TORCH_EXTENSIONS_DIR, else build/torch_extensions in the repository.
+
+    One subfolder per torch and Python version: a module compiled against one torch must never be
+    loaded by another (that is the classic "undefined symbol" error), and torch's own cache key
+    (sources and flags) does not include the torch version.
+    """
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", REPO / "build" / "torch_extensions"))
+    v = sys.version_info
+    return root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_")
+
+
+def build_directory(name: str) -> Path:
+    """build_root()/name, created. load() writes build.ninja, the objects and <name>.so there, and
+    locks it while it builds, so that two processes building one module take turns."""
+    directory = build_root() / name
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def put_ninja_on_path() -> None:
+    """torch runs `ninja` from PATH. `pip install ninja` puts it next to the Python executable,
+    which is on PATH only in an activated venv. Put it first, so `.venv/bin/python <script>` works
+    too, and always with the same ninja: another version (say /usr/bin/ninja) finds the build log
+    "too old" and recompiles everything."""
+    python_bin = Path(sys.executable).parent
+    if (python_bin / "ninja").exists() and shutil.which("ninja") != str(python_bin / "ninja"):
+        os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def can_build_cuda() -> bool:
+    """A CUDA build of torch and an nvcc to compile with; a GPU is not needed to compile."""
+    return torch.version.cuda is not None and CUDA_HOME is not None
+
+
+def cuda_include_paths() -> list[str]:
+    """Where cusparse.h and cublas_v2.h are, if the toolkit in CUDA_HOME lacks them (an install
+    with only nvcc): ATen/cuda/CUDAContext.h includes both, and torch's pip wheels bring them in
+    site-packages/nvidia/cu13/include."""
+    if CUDA_HOME is None or (Path(CUDA_HOME) / "include" / "cusparse.h").exists():
+        return []
+    try:
+        import nvidia
+    except ImportError:
+        return []
+    found = [Path(p) / "cu13" / "include" for p in nvidia.__path__]
+    return [str(p) for p in found if (p / "cusparse.h").exists()][:1]
