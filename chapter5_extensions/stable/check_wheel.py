@@ -1,0 +1,141 @@
+"""The stable ABI's promise, tested: build custom_ops_stable's wheel once against the torch of this
+environment (2.11), install that same file next to a newer torch in a second venv, and run
+test_stable.py's CPU tests there against the installed wheel.
+
+    python chapter5_extensions/stable/check_wheel.py            # what `make stable-check` runs
+    NEWER_TORCH="torch==2.13.0+cpu" python chapter5_extensions/stable/check_wheel.py
+
+The wheel is CPU-only (USE_CUDA=0): the newer torch here is the small CPU build, and a CUDA build
+of the wheel links libtorch_cuda and the CUDA runtime, which a CPU torch does not have (README).
+The venv is kept in build/ and reused; only the wheel is rebuilt. Exit codes: 0 the tests
+passed there, 1 they failed, 3 the second venv could not be made (no network, no index).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+NEWER_TORCH = os.environ.get("NEWER_TORCH", "torch==2.13.0+cpu")
+# Where the +cpu builds live; pip also looks in its configured indexes and find-links.
+TORCH_INDEX = os.environ.get("NEWER_TORCH_INDEX", "https://download.pytorch.org/whl/cpu")
+VENV = HERE / "build" / f"venv-{NEWER_TORCH.replace('==', '-').replace('+', '-')}"
+
+
+def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    print("$", " ".join(str(c) for c in command), flush=True)
+    return subprocess.run(command, text=True, **kwargs)
+
+
+def build_wheel(out: Path) -> Path:
+    """pip wheel --no-build-isolation against this environment's torch, CPU only."""
+    start = time.perf_counter()
+    env = {**os.environ, "USE_CUDA": "0", "MAX_JOBS": os.environ.get("MAX_JOBS", "2")}
+    result = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "-q",
+            str(HERE),
+            "-w",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+    )
+    if result.returncode != 0:
+        print(result.stdout[-3000:], result.stderr[-3000:])
+        raise SystemExit(1)
+    (wheel,) = out.glob("custom_ops_stable-*.whl")
+    print(f"built {wheel.name} in {time.perf_counter() - start:.1f} s")
+    return wheel
+
+
+def make_venv() -> Path:
+    """The second venv with the newer torch and pytest; reused when it is already there."""
+    python = VENV / "bin" / "python"
+    if (VENV / ".ready").exists():
+        return python
+    start = time.perf_counter()
+    shutil.rmtree(VENV, ignore_errors=True)
+    run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    result = run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--extra-index-url",
+            TORCH_INDEX,
+            NEWER_TORCH,
+            "pytest",
+        ],
+        capture_output=True,
+    )
+    if result.returncode != 0:
+        print(f"could not install {NEWER_TORCH}: {result.stderr.strip()[-1500:]}")
+        raise SystemExit(3)
+    (VENV / ".ready").touch()
+    print(f"venv with {NEWER_TORCH} made in {time.perf_counter() - start:.1f} s")
+    return python
+
+
+def main() -> int:
+    print(f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}, {platform.machine()}")
+    import torch
+
+    print(f"build: torch {torch.__version__}, python {platform.python_version()}")
+    python = make_venv()
+    with tempfile.TemporaryDirectory() as tmp:
+        wheel = build_wheel(Path(tmp) / "dist")
+        run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--force-reinstall",
+                str(wheel),
+            ],
+            check=True,
+        )
+        # The tests run from a folder of their own, so that `import custom_ops_stable` finds the
+        # installed wheel, not the source folder beside test_stable.py.
+        tests = Path(tmp) / "tests"
+        tests.mkdir()
+        for name in ["test_stable.py", "abi_audit.py"]:
+            shutil.copy(HERE / name, tests / name)
+        shutil.copy(REPO / "conftest.py", tests / "conftest.py")
+        versions = (
+            "import torch, custom_ops_stable, platform; "
+            "print(f'run: torch {torch.__version__}, python {platform.python_version()}, '"
+            "f'custom_ops_stable from {custom_ops_stable.__file__}')"
+        )
+        env = {**os.environ, "CUSTOM_OPS_STABLE_INSTALLED": "1"}
+        run([str(python), "-c", versions], cwd=tests, env=env, check=True)
+        result = run(
+            [str(python), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test_stable.py"],
+            cwd=tests,
+            env=env,
+        )
+    return 0 if result.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
