@@ -8,8 +8,17 @@ to build/site (tests/test_docs.py builds it and opens it in a browser). Nothing 
 - a code block fenced as ```cpp title="addone.cpp" (a verbatim excerpt, tests/test_repo.py checks
   it) becomes a pymdownx.snippets include of that file's line range, shown with the file's own
   line numbers: the code on the page is read from the file the tests run;
-- a linked source file, notebook or folder gets a page of its own under src/;
-- a GitHub alert (`> [!WARNING]` and its `> ` lines) becomes a Material admonition.
+- a linked source file, notebook or folder gets a page of its own under src/, left out of the
+  site's search (a notebook's page is searched, ranked below the lessons);
+- a GitHub alert (`> [!WARNING]` and its `> ` lines) becomes a Material admonition;
+- a link to a plot (a .png) is followed by the plot itself, after the paragraph (or the table or
+  code block the paragraph introduces), unless the lesson shows that plot already;
+- a chapter page starts with a link that downloads its notebook (copied into the site);
+- a page of docs/perf/ gets a title and a line of context (what wrote it, on which machine, and
+  which pages quote it) above the file, which stays as its script wrote it;
+- on the troubleshooting page, a long captured error shows its command and its last lines, and
+  the whole capture, still included from docs/errors/, opens below them;
+- a table's header may break after an underscore (`<wbr>`), so long kernel names fit.
 """
 
 from __future__ import annotations
@@ -39,6 +48,11 @@ ADMONITIONS = {
     "WARNING": ("warning", ' "Pitfall"'),
     "CAUTION": ("danger", ""),
 }
+IMAGE_SUFFIXES = (".png", ".svg", ".jpg")
+# A captured error (docs/errors/*.txt) that troubleshooting.md includes as a whole.
+ERROR_INCLUDE = re.compile(
+    r'^```text\n--8<-- "(?P<path>docs/errors/[\w.-]+\.txt)"\n```$', flags=re.M
+)
 LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)\)")
 CODE_SPAN = re.compile(r"`+[^`]*`+")
 LANGUAGES = {
@@ -88,6 +102,9 @@ class SiteBuilder:
     def __init__(self) -> None:
         self.pages: dict[str, str] = {}  # docs path -> markdown
         self.wanted: list[str] = []  # repo paths that need a page
+        self.downloads: dict[str, str] = {}  # docs path -> repo path of a file copied as is
+        self.plots: list[tuple[str, str]] = []  # (text, target): plots linked, not yet shown
+        self.shown: set[str] = set()  # the repo paths of the plots the current lesson shows
 
     def want(self, repo_path: str) -> None:
         if page_for(repo_path) not in self.pages and repo_path not in self.wanted:
@@ -117,11 +134,26 @@ class SiteBuilder:
     # --- a lesson (any README.md) ------------------------------------------------------------
 
     def lesson_page(self, repo_path: str, page: str) -> str:
-        lines = (REPO / repo_path).read_text().splitlines()
+        text = (REPO / repo_path).read_text()
+        lines = text.splitlines()
+        folder = posixpath.dirname(repo_path)
+        # The images the lesson shows itself: a link to one of them adds no second copy.
+        self.shown = {
+            posixpath.normpath(posixpath.join(folder, m["target"].partition("#")[0]))
+            for m in LINK.finditer(text)
+            if m["bang"]
+        }
+        self.plots = []
         out: list[str] = []
         i = 0
         while i < len(lines):
             line = lines[i]
+            if i == 1:
+                out += self.notebook_download(repo_path, page)
+            if not line.strip() and self.plots:
+                previous = next((o for o in reversed(out) if o.strip()), "")
+                if not previous.rstrip().endswith(":"):  # else after what the colon announces
+                    out += ["", *self.plot_images(previous)]
             fence = FENCE_OPEN.match(line)
             if fence:
                 end = i + 1
@@ -146,7 +178,40 @@ class SiteBuilder:
                 continue
             out.append(self.rewrite_links(line, repo_path, page))
             i += 1
+        if self.plots:
+            out += ["", *self.plot_images("")]
         return "\n".join(out) + "\n"
+
+    def plot_images(self, previous: str) -> list[str]:
+        """The plots linked since the last ones shown, each an image that links to itself."""
+        indent = re.match(r"[ \t]*(?:[-*] |\d+\. )?", previous).group(0)
+        indent = " " * len(indent)
+        images = []
+        for text, target in self.plots:
+            alt = "Plot: " + text.replace("`", "")
+            images += [f"{indent}[![{alt}]({target})]({target})", ""]
+        self.plots = []
+        return images
+
+    def notebook_download(self, repo_path: str, page: str) -> list[str]:
+        """Under a chapter's title: a button that downloads its notebook, and where to read it."""
+        chapter, _, rest = repo_path.partition("/")
+        if chapter not in CHAPTERS or rest != "README.md":
+            return []
+        out = []
+        for notebook in sorted((REPO / chapter).glob("*.ipynb")):
+            source = f"{chapter}/{notebook.name}"
+            self.downloads[posixpath.join(posixpath.dirname(page), notebook.name)] = source
+            self.want(source)
+            read = relative(page_for(source), page)
+            out += [
+                "",
+                f"[Download the notebook `{notebook.name}`]({notebook.name})"
+                f'{{ .md-button download="{notebook.name}" }} The experiments that follow this '
+                f"lesson: open it in Jupyter from the chapter's folder, or [read it here]({read}).",
+                "{ .course-notebook }",
+            ]
+        return out
 
     def code_block(self, repo_path: str, start: int, fence: re.Match, body: list[str]) -> list[str]:
         """A titled block becomes a snippet include of the lines it quotes; others stay as is."""
@@ -190,6 +255,10 @@ class SiteBuilder:
                 return match.group(0)  # left for --strict to report
             self.want(linked)
             new = relative(page_for(linked), page) + (f"#{anchor}" if anchor else "")
+            plot = not match["bang"] and linked.endswith(IMAGE_SUFFIXES) and not anchor
+            if plot and linked not in self.shown:
+                self.shown.add(linked)
+                self.plots.append((match["text"], new))
             return f"{match['bang']}[{match['text']}]({new})"
 
         return LINK.sub(rewrite, line)
@@ -306,15 +375,194 @@ class SiteBuilder:
         )
 
 
+# A source file's page holds the file and nothing else: searching the site for `TORCH_LIBRARY`
+# should find the lessons that explain it, not the hundred files that use it. A notebook's page
+# is prose and code, like a lesson: searched, but ranked below the lessons.
+SEARCH_EXCLUDED = "---\nsearch:\n  exclude: true\n---\n"
+SEARCH_BELOW_LESSONS = "---\nsearch:\n  boost: 0.5\n---\n"
+
+
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    for page, markdown in SiteBuilder().build().items():
-        inclusion = (
-            InclusionLevel.NOT_IN_NAV if page.startswith("src/") else InclusionLevel.UNDEFINED
-        )
+    builder = SiteBuilder()
+    for page, markdown in builder.build().items():
+        inclusion = InclusionLevel.UNDEFINED
+        if page.startswith("src/"):
+            inclusion = InclusionLevel.NOT_IN_NAV
+            notebook = page.endswith(".ipynb.md")
+            markdown = (SEARCH_BELOW_LESSONS if notebook else SEARCH_EXCLUDED) + markdown
         if files.get_file_from_path(page) is not None:
             raise PluginError(f"docs/{page} exists, but the site generates that page")
         files.append(File.generated(config, page, content=markdown, inclusion=inclusion))
+    for path, repo_path in builder.downloads.items():
+        files.append(File.generated(config, path, abs_src_path=str(REPO / repo_path)))
     return files
+
+
+# --- the measured results (docs/perf/) ---------------------------------------------------------
+
+PERF_MACHINES = {
+    "h100": ("H100", "the GPU machine (NVIDIA H100 80GB HBM3, 16 CPU cores)"),
+    "cpu": ("CPU", "the course's CI machine (2 cores, no GPU)"),
+}
+# A page's title, by its file's name, and the script that wrote the file.
+PERF_TITLES = {
+    "call_cost_cpu": ("What one call of an op costs the host", "chapter5_extensions/call_cost.py"),
+    "call_cost_cuda": ("What one call of an op costs the host", "chapter5_extensions/call_cost.py"),
+    "chapter1_build_times": ("Chapter 1: build times", "chapter1_cpp_to_python/build_times.py"),
+    "chapter1_crossing": (
+        "Chapter 1: what a call from Python into C++ costs",
+        "chapter1_cpp_to_python/benchmark.py",
+    ),
+    "chapter2_cpu": (
+        "Chapter 2: one loop, and what more threads buy",
+        "chapter2_tensor_api/benchmark.py",
+    ),
+    "chapter2_cpu_another_run": (
+        "Chapter 2: another run of the CPU benchmark",
+        "chapter2_tensor_api/benchmark.py",
+    ),
+    "chapter3_cuda": (
+        "Chapter 3: fused_bias_relu and the sum, every version at every size",
+        "chapter3_cuda_kernels/benchmark.py",
+    ),
+    "chapter3_layouts": (
+        "Chapter 3: where 16-byte vectors do not fit",
+        "chapter3_cuda_kernels/benchmark.py",
+    ),
+    "chapter3_ncu": (
+        "Chapter 3: each kernel under Nsight Compute",
+        "chapter3_cuda_kernels/ncu_summary.py",
+    ),
+    "chapter4_cuda": ("Chapter 4: forward and backward", "chapter4_autograd/benchmark.py"),
+    "chapter4_cuda_earlier_run": (
+        "Chapter 4: an earlier run of forward and backward",
+        "chapter4_autograd/benchmark.py",
+    ),
+    "chapter4_training": (
+        "Chapter 4: the same model trained two ways",
+        "chapter4_autograd/train_demo.py",
+    ),
+    "chapter5_install": ("Chapter 5: installing the package, cold", ""),
+    "chapter5_cuda": ("Chapter 5: every op of custom_ops", "chapter5_extensions/benchmark.py"),
+    "chapter5_cuda_before_lstm_cell_changes": (
+        "Chapter 5: the ops before the LSTM cell's changes",
+        "chapter5_extensions/benchmark.py",
+    ),
+    "chapter5_gpu_check": ("Chapter 5: its tests and sanitizers on the GPU", ""),
+    "exercises": ("", "tools/check_exercise.py"),
+    "gpu_check": ("", ""),
+    "lstm_layer": ("Chapter 5: a whole LSTM layer", "chapter5_extensions/benchmark_lstm.py"),
+    "lstm_persistent": (
+        "Chapter 5: the persistent LSTM kernel against the step loop",
+        "chapter5_extensions/benchmark_lstm.py",
+    ),
+}
+
+
+def perf_referrers(rel: str) -> list[tuple[str, str]]:
+    """The lessons and docs pages that link to or include docs/perf/<rel>: (label, docs path)."""
+    found = []
+    for chapter in CHAPTERS:
+        if f"docs/perf/{rel}" in (REPO / chapter / "README.md").read_text():
+            number = re.match(r"chapter(\d+)_", chapter)
+            found.append((f"chapter {number.group(1)}'s lesson", f"{chapter}/index.md"))
+    for doc in sorted((REPO / "docs").glob("*.md")):
+        if f"perf/{rel}" in doc.read_text():
+            found.append((f"the {doc.stem} page", doc.name))
+    return found
+
+
+def perf_page(markdown: str, src_uri: str) -> str:
+    """A title (unless the file has one) and a line of context above a docs/perf/ file."""
+    rel = src_uri.removeprefix("perf/")
+    folder, _, name = rel.partition("/")
+    stem = name.removesuffix(".md")
+    if not name or folder not in PERF_MACHINES:
+        return markdown  # perf/README.md: the folder's own introduction
+    short, machine = PERF_MACHINES[folder]
+    title, script = PERF_TITLES.get(stem, ("", ""))
+    if not title:
+        title = re.sub(r"^chapter(\d+)_", r"Chapter \1: ", stem).replace("_", " ")
+        title = title[0].upper() + title[1:]
+    what = f"What `{script}` printed" if script and (REPO / script).is_file() else "Measured"
+    context = f"{what} on {machine}, kept as it was written."
+    referrers = [f"[{label}]({relative(page, src_uri)})" for label, page in perf_referrers(rel)]
+    if referrers:
+        listed = ", ".join(referrers[:-1]) + " and " if len(referrers) > 1 else ""
+        context += f" Quoted by {listed}{referrers[-1]}."
+    lines = markdown.lstrip("\n").splitlines()
+    if lines and lines[0].startswith("# "):
+        return "\n".join([lines[0], "", context, "", *lines[1:]]) + "\n"
+    return f"# {title} ({short})\n\n{context}\n\n{markdown}"
+
+
+# --- the troubleshooting page: captured errors -------------------------------------------------
+
+SUMMARY_TAIL = 3  # the lines shown before a failed run's exit status
+
+
+def error_capture(match: re.Match) -> str:
+    """A captured error as its commands and last lines, with the whole capture in a fold.
+
+    A capture is `# ` header lines, then runs: a `$ command` line and what it printed, which ends
+    in a `[exit status ...]` line. A run that printed a traceback or a failed build of more than
+    a few lines shows its command, a marker and its last lines; the fold holds every line. Both
+    are pymdownx.snippets includes of the file: the page holds no copy of the capture.
+    """
+    path = match["path"]
+    lines = (REPO / path).read_text().splitlines()
+    whole = f'```text\n--8<-- "{path}"\n```'
+    starts = [n for n, line in enumerate(lines) if line.startswith("$ ")]
+    shown: list[str] = []
+    folded = False
+    for start, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        while end > start + 1 and not lines[end - 1].strip():
+            end -= 1
+        printed = lines[start + 1 : end]
+        failed = any(line.startswith(("Traceback", "FAILED")) for line in printed)
+        if shown:
+            shown.append("")
+        if failed and len(printed) > SUMMARY_TAIL + 3:
+            folded = True
+            cut = len(printed) - SUMMARY_TAIL - 1
+            shown += [
+                f'--8<-- "{path}:{start + 1}:{start + 1}"',
+                f"[... {cut} lines: the whole capture is below ...]",
+                f'--8<-- "{path}:{end - SUMMARY_TAIL}:{end}"',
+            ]
+        else:
+            shown.append(f'--8<-- "{path}:{start + 1}:{end}"')
+    if not folded:
+        return whole
+    fold = "\n".join("    " + line for line in whole.splitlines())
+    return (
+        "```{ .text .wrap }\n" + "\n".join(shown) + "\n```\n\n"
+        f'??? quote "Everything it printed ({len(lines)} lines), and where and how it was '
+        f'captured"\n\n{fold}'
+    )
+
+
+def on_page_markdown(markdown: str, page, config: MkDocsConfig, files: Files) -> str:
+    src_uri = page.file.src_uri
+    if src_uri.startswith("perf/") and src_uri.endswith(".md"):
+        return perf_page(markdown, src_uri)
+    if src_uri == "troubleshooting.md":
+        return ERROR_INCLUDE.sub(error_capture, markdown)
+    return markdown
+
+
+TABLE_HEADER = re.compile(r"(<th\b[^>]*>)(.*?)(</th>)", flags=re.S)
+
+
+def on_page_content(html: str, page, config: MkDocsConfig, files: Files) -> str:
+    """A table header may break after an underscore: `sum_v5_vectorized_grid_stride` fits."""
+
+    def breakable(match: re.Match) -> str:
+        parts = re.split(r"(<[^>]+>)", match[2])
+        text = "".join(p if p.startswith("<") else p.replace("_", "_<wbr>") for p in parts)
+        return match[1] + text + match[3]
+
+    return TABLE_HEADER.sub(breakable, html)
 
 
 def on_serve(server, config: MkDocsConfig, builder) -> None:
