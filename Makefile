@@ -56,7 +56,7 @@ export CPATH = $(subst $(eval) ,:,$(strip $(NVIDIA_INCLUDE) $(CPATH_FROM_ENV)))
 endif
 endif
 
-.PHONY: help tutorial test doctor gpu-check gpu-bench check docs lint clean
+.PHONY: help tutorial test doctor gpu-check gpu-bench check docs lint clean stable-check
 
 help:
 	@echo "make tutorial   set up .venv, then build and run every chapter's demo"
@@ -67,6 +67,7 @@ help:
 	@echo "make check EX=ch3/gelu   grade your exercise (SOLUTION=1: the reference solution)"
 	@echo "make docs       serve the course as a website on http://127.0.0.1:8000 (mkdocs)"
 	@echo "make lint       ruff (Python) and clang-format (C++/CUDA) in check mode"
+	@echo "make stable-check   chapter 5's stable-ABI wheel: ABI audit, then run on a newer torch"
 	@echo "make clean      remove builds and caches (keeps .venv)"
 
 $(VENV)/.installed: requirements.txt
@@ -94,6 +95,15 @@ gpu-check: $(ENV_READY)
 # The benchmarks on their own: each chapter's benchmark.py and Nsight Compute profile.
 gpu-bench: $(ENV_READY)
 	MAX_JOBS=$${MAX_JOBS:-16} $(PY) tools/gpu_check.py --only-benchmarks $(GPU_CHECK_ARGS)
+
+# Chapter 5's stable-ABI package (chapter5_extensions/stable): build it, audit the .so's imported
+# symbols (and a fixture the audit must reject), then build its wheel against this torch and run its
+# tests with a newer torch in a second venv (build/, reused). `make test` runs the same checks
+# as tests of test_stable.py; this is the same on its own, with the output shown.
+stable-check: $(ENV_READY)
+	$(PY) chapter5_extensions/stable/build_stable.py
+	$(PY) chapter5_extensions/stable/abi_audit.py --fixture chapter5_extensions/stable/custom_ops_stable/_C.abi3.so
+	$(PY) chapter5_extensions/stable/check_wheel.py
 
 # An exercise: build the learner's file, run its checks (and on a GPU its benchmark), print a
 # verdict per check. Without EX, lists the exercises.

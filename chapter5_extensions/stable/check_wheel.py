@@ -64,26 +64,29 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
+def index_reachable(url: str) -> bool:
+    """Whether `url` answers within 5 s. pip retries an index that does not answer for minutes,
+    package by package; an unreachable one is left out (pip's own configuration still applies)."""
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(url, timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
 def make_venv() -> Path:
-    """The second venv with the newer torch and pytest; reused when it is already there."""
+    """The second venv with the newer torch, numpy and pytest; reused when it is already there."""
     python = VENV / "bin" / "python"
     if (VENV / ".ready").exists():
         return python
     start = time.perf_counter()
     shutil.rmtree(VENV, ignore_errors=True)
     run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    index = ["--extra-index-url", TORCH_INDEX] if index_reachable(TORCH_INDEX) else []
     result = run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--extra-index-url",
-            TORCH_INDEX,
-            NEWER_TORCH,
-            "pytest",
-        ],
+        [str(python), "-m", "pip", "install", "-q", *index, NEWER_TORCH, "numpy", "pytest"],
         capture_output=True,
     )
     if result.returncode != 0:
@@ -121,7 +124,9 @@ def main() -> int:
         tests.mkdir()
         for name in ["test_stable.py", "abi_audit.py"]:
             shutil.copy(HERE / name, tests / name)
+        # The course's fixtures (device, generator) and pytest settings (the cuda marker).
         shutil.copy(REPO / "conftest.py", tests / "conftest.py")
+        shutil.copy(REPO / "pyproject.toml", tests / "pyproject.toml")
         versions = (
             "import torch, custom_ops_stable, platform; "
             "print(f'run: torch {torch.__version__}, python {platform.python_version()}, '"

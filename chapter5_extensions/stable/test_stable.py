@@ -321,6 +321,7 @@ def test_the_library_imports_only_the_stable_abi():
     assert result.allowed["stable C shim"], "no shim call at all: is this the right .so?"
 
 
+@pytest.mark.slow
 def test_the_audit_catches_an_unstable_symbol(tmp_path):
     """A 3-line .so that calls at::ones must fail the audit, or the audit proves nothing."""
     if INSTALLED:
@@ -332,6 +333,7 @@ def test_the_audit_catches_an_unstable_symbol(tmp_path):
     assert any(name.startswith("at::_ops::ones::call") for name in result.forbidden)
 
 
+@pytest.mark.slow
 def test_the_wheel_built_here_runs_on_a_newer_torch(tmp_path):
     """check_wheel.py: a CPU wheel built against this torch, installed with torch 2.13 in a second
     venv, runs this file's CPU tests there. Skipped (outside CI) where the venv cannot be made."""
