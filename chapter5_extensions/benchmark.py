@@ -1,6 +1,6 @@
 """Chapter 5's measurements on a CUDA GPU: every custom_ops operator against eager PyTorch,
 torch.compile and the memory-bandwidth floor; conv_rnn's one-launch kernel against the same
-recurrence as a Python loop of PyTorch ops.
+recurrence as a Python loop of PyTorch ops, forward alone and forward + backward.
 
     python chapter5_extensions/benchmark.py                       # a few minutes on an H100
     python chapter5_extensions/benchmark.py --quick --no-compile  # seconds
@@ -154,6 +154,28 @@ def sequence_rows(timer: Timer, quick: bool, use_compile: bool) -> list[dict]:
                 {"op": "conv_rnn", "shape": [batch, time_steps, features], "case": case}
                 | timer.measure(fn)
             )
+
+    # Forward and backward, as training runs it: the loop's backward is autograd's, a few kernels
+    # per step again; ours is conv_rnn_backward, the loop in reverse in one launch.
+    batch, time_steps, features = (8, 16, 256) if quick else (8, 256, 512)
+    x = torch.randn(batch, time_steps, features, device="cuda", requires_grad=True)
+    kernel = (torch.randn(3, device="cuda") / 3).requires_grad_()
+    hidden = torch.randn(batch, features, device="cuda", requires_grad=True)
+    grad_out = torch.randn(batch, time_steps, features, device="cuda")
+
+    def fwd_bwd(forward):
+        inputs = (x, kernel, hidden)
+        return lambda: torch.autograd.grad(forward(*inputs), inputs, grad_out)
+
+    cases = {
+        "Python loop, eager": fwd_bwd(reference_conv_rnn),
+        "custom_ops (one kernel each way)": fwd_bwd(custom_ops.conv_rnn),
+    }
+    for case, fn in cases.items():
+        rows.append(
+            {"op": "conv_rnn fwd+bwd", "shape": [batch, time_steps, features], "case": case}
+            | timer.measure(fn)
+        )
 
     for batch in [8] if quick else [8, 1024]:
         torch.manual_seed(0)

@@ -60,10 +60,11 @@ def reference_fused_bias_relu(x, bias, scale):
 
 
 def reference_conv_rnn(x, kernel, hidden):
-    """The recurrence as a Python loop of PyTorch ops: what conv_rnn's kernel replaces."""
-    h, outputs = hidden, []
+    """The recurrence as a Python loop of PyTorch ops: what conv_rnn's kernel replaces. kernel
+    (K,) or (1, 1, K); autograd through the loop is the reference for conv_rnn_backward."""
+    h, outputs, weight = hidden, [], kernel.reshape(1, 1, -1)
     for t in range(x.shape[1]):
-        conv = F.conv1d(h[:, None], kernel[None, None], padding=kernel.numel() // 2)[:, 0]
+        conv = F.conv1d(h[:, None], weight, padding=weight.shape[-1] // 2)[:, 0]
         h = torch.tanh(x[:, t] + conv)
         outputs.append(h)
     return torch.stack(outputs, dim=1) if outputs else torch.empty_like(x)
@@ -86,6 +87,7 @@ OPS = [
     "lstm_cell",
     "lstm_cell_backward",
     "conv_rnn",
+    "conv_rnn_backward",
     "lstm",
     "lstm_backward",
 ]
@@ -219,8 +221,9 @@ def _lstm_h(x, b):
         (lambda x, b: custom_ops.fused_bias_relu(x, b, 1.0), "fused_bias_relu_backward"),
         (lambda x, b: custom_ops.relu(x + b), "relu_backward"),
         (_lstm_h, "lstm_cell_backward"),
+        (lambda x, b: custom_ops.conv_rnn(x[None], b[:3], x[:1]), "conv_rnn_backward"),
     ],
-    ids=["fused_bias_relu", "relu", "lstm_cell"],
+    ids=["fused_bias_relu", "relu", "lstm_cell", "conv_rnn"],
 )
 def test_double_backward_is_refused_with_the_op_named(forward, backward_op, device):
     x = torch.randn(3, 4, dtype=torch.float64, device=device, requires_grad=True)
@@ -387,26 +390,235 @@ def test_conv_rnn_matches_the_python_loop(dtype, batch, time, features, taps, de
 @pytest.mark.cuda
 def test_conv_rnn_with_a_hidden_state_beyond_48_kib_of_shared_memory(generator):
     """8192 float features: 64 KiB of double-buffered state, above the default limit per block."""
-    x = random((2, 6, 8192), torch.float32, "cuda", generator)
-    kernel = random((3,), torch.float32, "cuda", generator) / 3
-    hidden = random((2, 8192), torch.float32, "cuda", generator)
-    torch.testing.assert_close(
-        custom_ops.conv_rnn(x, kernel, hidden), reference_conv_rnn(x, kernel, hidden)
+    x, kernel, hidden = conv_rnn_inputs((2, 6, 8192, 3), torch.float32, "cuda", generator)
+    out, expected = custom_ops.conv_rnn(x, kernel, hidden), reference_conv_rnn(x, kernel, hidden)
+    torch.testing.assert_close(out, expected)
+    # The backward's dz takes as much, and its per-thread kernel sums 12 KiB more.
+    grad_out = random(out.shape, torch.float32, "cuda", generator)
+    got = torch.autograd.grad(out, (x, kernel, hidden), grad_out)
+    want = torch.autograd.grad(expected, (x, kernel, hidden), grad_out)
+    for g, w, tol in zip(got, want, (1e-5, 1e-3, 1e-5), strict=True):
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+
+
+@pytest.mark.cuda
+def test_conv_rnn_backward_takes_fewer_threads_when_shared_memory_is_short(generator):
+    """28,000 float features: dz takes 219 KiB, which leaves room for fewer than 1024 threads'
+    kernel sums on an H100 (227 KiB a block); the backward launches fewer threads, each looping
+    over more features, and still matches."""
+    x, kernel, hidden = conv_rnn_inputs((2, 3, 28_000, 3), torch.float32, "cuda", generator)
+    out, expected = custom_ops.conv_rnn(x, kernel, hidden), reference_conv_rnn(x, kernel, hidden)
+    grad_out = random(out.shape, torch.float32, "cuda", generator)
+    got = torch.autograd.grad(out, (x, kernel, hidden), grad_out)
+    want = torch.autograd.grad(expected, (x, kernel, hidden), grad_out)
+    for g, w, tol in zip(got, want, (1e-5, 1e-3, 1e-5), strict=True):
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+
+
+# Sizes for gradcheck: taps 1, 3 and 5 (more taps than features too), features 1 and odd, time
+# 0 and 1.
+CONV_RNN_GRADCHECK_SIZES = [
+    (1, 1, 1, 1),
+    (2, 3, 5, 3),
+    (2, 4, 7, 5),
+    (3, 2, 1, 3),
+    (2, 1, 4, 5),
+    (1, 3, 3, 5),
+    (2, 0, 5, 3),
+]
+
+
+def conv_rnn_inputs(sizes, dtype, device, generator, kernel_shape=None):
+    """x (B, T, F), kernel (K,) (or kernel_shape) scaled by 1/K and hidden (B, F), requiring
+    grad: tanh stays away from saturation, where every gradient would be near zero."""
+    batch, time, features, taps = sizes
+    x = random((batch, time, features), dtype, device, generator)
+    kernel = (random((taps,), dtype, device, generator) / taps).reshape(kernel_shape or (taps,))
+    hidden = random((batch, features), dtype, device, generator)
+    return x.requires_grad_(), kernel.requires_grad_(), hidden.requires_grad_()
+
+
+@pytest.mark.parametrize("sizes", CONV_RNN_GRADCHECK_SIZES, ids=str)
+def test_conv_rnn_passes_gradcheck_in_float64(sizes, device, generator):
+    inputs = conv_rnn_inputs(sizes, torch.float64, device, generator)
+    assert torch.autograd.gradcheck(custom_ops.conv_rnn, inputs)
+
+
+def test_conv_rnn_takes_a_conv1d_weight_and_gives_its_gradient_that_shape(device, generator):
+    """The seed's call: x (2, 10, 64), a conv1d weight (1, 1, 3), hidden (2, 64)."""
+    x, weight, hidden = conv_rnn_inputs((2, 10, 64, 3), torch.float64, device, generator, (1, 1, 3))
+    out = custom_ops.conv_rnn(x, weight, hidden)
+    torch.testing.assert_close(out, custom_ops.conv_rnn(x, weight.detach().reshape(3), hidden))
+    expected = reference_conv_rnn(x, weight, hidden)
+    torch.testing.assert_close(out, expected)
+    grad_out = random(out.shape, torch.float64, device, generator)
+    grads = torch.autograd.grad(out, (x, weight, hidden), grad_out)
+    assert grads[1].shape == (1, 1, 3)
+    expected_grads = torch.autograd.grad(expected, (x, weight, hidden), grad_out)
+    for got, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(got, want)
+    small = conv_rnn_inputs((2, 3, 5, 3), torch.float64, device, generator, (1, 1, 3))
+    assert torch.autograd.gradcheck(custom_ops.conv_rnn, small)
+
+
+def conv_rnn_gradients(inputs, grad_out, forward):
+    x, kernel, hidden = inputs
+    return torch.autograd.grad(forward(x, kernel, hidden), (x, kernel, hidden), grad_out)
+
+
+def test_conv_rnn_gradients_reach_views_and_take_an_expanded_grad_out(device, generator):
+    """x transposed, the kernel stepped, hidden transposed, and out.sum()'s gradient (one value
+    expanded to out's shape, strides 0): the gradients land in the bases, as for PyTorch's ops."""
+    bases = (
+        random((3, 6, 5), torch.float64, device, generator, requires_grad=True),
+        random((6,), torch.float64, device, generator, requires_grad=True),
+        random((6, 3), torch.float64, device, generator, requires_grad=True),
     )
 
+    def views(seq, kernel, hidden):
+        return seq.transpose(1, 2), kernel[::2], hidden.t()  # (3, 5, 6), (3,), (3, 6)
 
-def test_conv_rnn_says_it_has_no_backward(device):
-    x = torch.randn(2, 3, 4, device=device, requires_grad=True)
-    kernel, hidden = torch.ones(3, device=device), torch.zeros(2, 4, device=device)
-    # The wrapper refuses at the call, so eager and torch.compile fail alike ...
-    with pytest.raises(RuntimeError, match="conv_rnn: has no backward, and an input requires"):
-        custom_ops.conv_rnn(x, kernel, hidden)
-    # ... and the raw operator, which cannot know in advance, refuses in its backward.
-    out = torch.ops.custom_ops.conv_rnn(x, kernel, hidden)
-    with pytest.raises(RuntimeError, match="conv_rnn: has no backward"):
-        out.sum().backward()
+    got = torch.autograd.grad(custom_ops.conv_rnn(*views(*bases)).sum(), bases)
+    want = torch.autograd.grad(reference_conv_rnn(*views(*bases)).sum(), bases)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize(
+    "sizes", [(4, 16, 33, 3), (3, 9, 64, 5), (2, 5, 6, 1), (2, 7, 1100, 3)], ids=str
+)
+def test_conv_rnn_gradients_match_the_python_loop_in_float32(sizes, device, generator):
+    """Against autograd through the Python loop in float64. float32 rounds each step (about 6e-8
+    relative) and the errors carried back through the steps stay near 1e-6 here; the kernel's
+    gradient adds up every step of every sequence (up to 15,000 terms), so it gets 1e-4."""
+    inputs = conv_rnn_inputs(sizes, torch.float32, device, generator)
+    grad_out = random(inputs[0].shape, torch.float32, device, generator)
+    got = conv_rnn_gradients(inputs, grad_out, custom_ops.conv_rnn)
+    inputs64 = [t.detach().double().requires_grad_() for t in inputs]
+    want = conv_rnn_gradients(inputs64, grad_out.double(), reference_conv_rnn)
+    names = ("grad_x", "grad_kernel", "grad_hidden")
+    tolerances = (1e-5, 1e-4, 1e-5)
+    for name, g, w, tol in zip(names, got, want, tolerances, strict=True):
+        assert g.dtype == torch.float32, name
+        torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol, msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_conv_rnn_half_type_gradients_match_float64(dtype, device, generator):
+    """The kernels keep dz and the sums in float; what the half types lose is the rounding of
+    the saved h_t (1 - h_t^2 is taken from it) and of each stored gradient: about 1e-3 relative
+    (float16) or 8e-3 (bfloat16) per value, carried back over 12 steps."""
+    inputs = conv_rnn_inputs((3, 12, 40, 3), dtype, device, generator)
+    grad_out = random(inputs[0].shape, dtype, device, generator)
+    got = conv_rnn_gradients(inputs, grad_out, custom_ops.conv_rnn)
+    inputs64 = [t.detach().double().requires_grad_() for t in inputs]
+    want = conv_rnn_gradients(inputs64, grad_out.double(), reference_conv_rnn)
+    tol = 2e-2 if dtype == torch.float16 else 8e-2
+    for name, g, w in zip(("grad_x", "grad_kernel", "grad_hidden"), got, want, strict=True):
+        assert g.dtype == dtype, name
+        torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol, msg=name)
+
+
+def test_conv_rnn_backward_is_deterministic(device, generator):
+    """The kernel's gradient is a sum over every sequence: partial sums per sequence, added in a
+    fixed order, so two runs give the same bits."""
+    inputs = conv_rnn_inputs((16, 20, 300, 5), torch.float32, device, generator)
+    grad_out = random(inputs[0].shape, torch.float32, device, generator)
+    first = conv_rnn_gradients(inputs, grad_out, custom_ops.conv_rnn)
+    second = conv_rnn_gradients(inputs, grad_out, custom_ops.conv_rnn)
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_conv_rnn_forward_and_backward_compile_with_fullgraph(device, generator):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), custom_ops.ConvRNN(8, 3)).to(device)
+    x = random((2, 5, 8), torch.float32, device, generator)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True)
+    loss, loss_compiled = model(x).square().sum(), compiled(x).square().sum()
+    torch.testing.assert_close(loss_compiled, loss)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    grads_compiled = torch.autograd.grad(loss_compiled, list(model.parameters()))
+    for got, want in zip(grads_compiled, grads, strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def test_conv_rnn_module_learns_a_kernel(device):
+    """ConvRNN fits the sequences a known kernel produced: 40 Adam steps bring the loss down to a
+    tenth of where it starts, and the kernel close to the known one."""
+    torch.manual_seed(0)
+    teacher = torch.tensor([0.5, -0.8, 0.3], device=device)
+    x = torch.randn(8, 12, 16, device=device)
     with torch.no_grad():
-        assert custom_ops.conv_rnn(x, kernel, hidden).shape == x.shape
+        target = custom_ops.conv_rnn(x, teacher, torch.zeros(8, 16, device=device))
+    rnn = custom_ops.ConvRNN(16, 3, device=device)
+    assert [name for name, _ in rnn.named_parameters()] == ["kernel"]
+    optimizer = torch.optim.Adam(rnn.parameters(), lr=0.05)
+    losses = []
+    for _ in range(40):
+        loss = F.mse_loss(rnn(x), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.1 * losses[0], losses
+    torch.testing.assert_close(rnn.kernel.detach(), teacher, rtol=0, atol=0.1)
+
+
+def conv_rnn_backward_call(device, **changes):
+    """conv_rnn_backward on good inputs (B=2, T=3, F=4, K=3), but for the shapes or dtypes in
+    `changes` (name -> shape, or name -> (shape, dtype))."""
+    args = {"grad_out": (2, 3, 4), "out": (2, 3, 4), "kernel": (3,), "hidden": (2, 4)}
+    tensors = {}
+    for name, shape in args.items():
+        spec = changes.get(name, shape)
+        shape, dtype = spec if isinstance(spec[-1], torch.dtype) else (spec, torch.float32)
+        tensors[name] = torch.ones(shape, device=device).to(dtype)
+    return lambda: ops.conv_rnn_backward(*tensors.values())
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"grad_out": (2, 3, 5)},
+            r"conv_rnn_backward: out and grad_out must have the same shape, got \[2, 3, 4\] and "
+            r"\[2, 3, 5\]",
+        ),
+        ({"kernel": (4,)}, "conv_rnn_backward: kernel must be 1-D with an odd length"),
+        (
+            {"kernel": (2, 1, 3)},
+            r"conv_rnn_backward: .* or a conv1d weight of shape \[1, 1, K\] with K odd, got "
+            r"\[2, 1, 3\]",
+        ),
+        ({"hidden": (3, 4)}, r"conv_rnn_backward: hidden must have shape \[2, 4\]"),
+        (
+            {"out": (2, 12), "grad_out": (2, 12)},
+            r"conv_rnn_backward: out must be 3-D \(batch, time, features\), got \[2, 12\]",
+        ),
+        (
+            {"kernel": ((3,), torch.float64)},
+            "conv_rnn_backward: out and kernel must have the same dtype, got Float and Double",
+        ),
+        (
+            {name: (shape, torch.int32) for name, shape in [("out", (2, 3, 4))]},
+            "conv_rnn_backward: out must be a floating-point tensor",
+        ),
+    ],
+    ids=[
+        "grad-out-shape",
+        "even-kernel",
+        "weight-channels",
+        "hidden-shape",
+        "out-2d",
+        "dtype",
+        "int",
+    ],
+)
+def test_conv_rnn_backward_rejects_bad_input(changes, message, device):
+    with pytest.raises(RuntimeError, match=message):
+        conv_rnn_backward_call(device, **changes)()
 
 
 @pytest.mark.cuda
@@ -415,16 +627,19 @@ def test_conv_rnn_refuses_a_hidden_state_beyond_shared_memory():
     x = torch.zeros(1, 2, 40_000, device="cuda")
     with pytest.raises(RuntimeError, match=r"conv_rnn: the hidden state .* more than the"):
         custom_ops.conv_rnn(x, torch.ones(3, device="cuda"), torch.zeros(1, 40_000, device="cuda"))
+    kernel, hidden = torch.ones(3, device="cuda"), torch.zeros(1, 40_000, device="cuda")
+    with pytest.raises(
+        RuntimeError, match=r"conv_rnn_backward: the hidden state's gradient .* more than the"
+    ):
+        ops.conv_rnn_backward(x, x, kernel, hidden)
 
 
 def test_conv_rnn_module_runs_a_sequence():
     rnn = custom_ops.ConvRNN(features=8, kernel_size=3)
     x = torch.randn(2, 5, 8)
     torch.testing.assert_close(rnn(x), reference_conv_rnn(x, rnn.kernel, torch.zeros(2, 8)))
-    torch._dynamo.reset()
-    with torch.no_grad():  # after a layer with parameters: no graph, as conv_rnn asks
-        model = torch.nn.Sequential(torch.nn.Linear(8, 8), rnn)
-        torch.testing.assert_close(torch.compile(model, fullgraph=True)(x), model(x))
+    hidden = torch.randn(2, 8)
+    torch.testing.assert_close(rnn(x, hidden), reference_conv_rnn(x, rnn.kernel, hidden))
     with pytest.raises(ValueError, match="kernel_size must be odd"):
         custom_ops.ConvRNN(features=8, kernel_size=4)
 
@@ -458,6 +673,11 @@ def opcheck_cases(device):
             (r(2, 4), r(2, 4), *lstm[:5], gates, tanh_c, [True, False, False, True, True, False]),
         ),
         "conv_rnn": (ops.conv_rnn.default, (r(2, 5, 6), r(3), r(2, 6))),
+        "conv_rnn-conv1d-weight": (ops.conv_rnn.default, (r(2, 5, 6), r(1, 1, 3), r(2, 6))),
+        "conv_rnn_backward": (
+            ops.conv_rnn_backward.default,
+            (r(2, 5, 6), torch.tanh(r(2, 5, 6)), r(1, 1, 5), r(2, 6)),
+        ),
     }
 
 
@@ -501,7 +721,7 @@ NO_BACKWARD = {
     "fused_bias_relu_backward",
     "lstm_cell_backward",
     "lstm_cell_backward-masked",
-    "conv_rnn",
+    "conv_rnn_backward",
 }
 
 
@@ -757,6 +977,14 @@ def test_training_under_autocast_matches_pytorch_ops(device_type, dtype):
             ),
             r"conv_rnn: hidden must have shape \[2, 4\]",
         ),
+        (
+            lambda d: custom_ops.conv_rnn(
+                torch.ones(2, 3, 4, device=d),
+                torch.ones(1, 2, 3, device=d),
+                torch.ones(2, 4, device=d),
+            ),
+            r"conv_rnn: .* or a conv1d weight of shape \[1, 1, K\] with K odd, got \[1, 2, 3\]",
+        ),
     ],
     ids=[
         "bias-shape",
@@ -765,6 +993,7 @@ def test_training_under_autocast_matches_pytorch_ops(device_type, dtype):
         "lstm-weight",
         "even-kernel",
         "hidden-shape",
+        "conv1d-weight-channels",
     ],
 )
 def test_rejects_bad_input(call, message, device):
@@ -787,6 +1016,15 @@ def test_rejects_bad_input(call, message, device):
             "conv_rnn: x and kernel must be on the same device, got cuda:0 and cpu",
         ),
         (
+            lambda: ops.conv_rnn_backward(
+                torch.ones(2, 3, 4),
+                torch.ones(2, 3, 4, device="cuda"),
+                torch.ones(3, device="cuda"),
+                torch.ones(2, 4, device="cuda"),
+            ),
+            "conv_rnn_backward: out and grad_out must be on the same device, got cuda:0 and cpu",
+        ),
+        (
             lambda: custom_ops.lstm_cell(
                 torch.ones(2, 4, device="cuda"),
                 *(torch.ones(s) for s in [(2, 3), (2, 3), (12, 4), (12, 3), (12,), (12,)]),
@@ -794,7 +1032,7 @@ def test_rejects_bad_input(call, message, device):
             "lstm_cell: x and h must be on the same device, got cuda:0 and cpu",
         ),
     ],
-    ids=["bias-on-cpu", "kernel-on-cpu", "state-on-cpu"],
+    ids=["bias-on-cpu", "kernel-on-cpu", "grad-out-on-cpu", "state-on-cpu"],
 )
 def test_rejects_mixed_devices(call, message):
     with pytest.raises(RuntimeError, match=message):
@@ -898,6 +1136,30 @@ def test_every_cuda_kernel_on_small_shapes(dtype, generator):
         rtol=2e-2,
         atol=2e-2,
     )
+    torch.cuda.synchronize()
+
+
+@pytest.mark.cuda
+@pytest.mark.sanitize
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_conv_rnn_forward_and_backward_kernels_on_small_shapes(dtype, generator):
+    """Both kernels under the sanitizers: one feature, one step, no step, more features than a
+    block has threads (1100 > 1024), and the conv1d weight layout."""
+    tol = TOLERANCES[torch.float32] if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    for sizes, kernel_shape in [
+        ((1, 1, 1, 1), None),
+        ((2, 4, 40, 3), None),
+        ((2, 3, 1100, 5), None),
+        ((2, 0, 8, 3), None),
+        ((3, 5, 33, 3), (1, 1, 3)),
+    ]:
+        inputs = conv_rnn_inputs(sizes, dtype, "cuda", generator, kernel_shape)
+        grad_out = random(inputs[0].shape, dtype, "cuda", generator)
+        got = conv_rnn_gradients(inputs, grad_out, custom_ops.conv_rnn)
+        inputs64 = [t.detach().double().requires_grad_() for t in inputs]
+        want = conv_rnn_gradients(inputs64, grad_out.double(), reference_conv_rnn)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g.double(), w, **tol)
     torch.cuda.synchronize()
 
 

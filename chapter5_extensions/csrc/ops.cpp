@@ -29,6 +29,10 @@ TORCH_LIBRARY(custom_ops, m) {
       "bool[6] output_mask=[True, True, True, True, True, True]) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def("conv_rnn(Tensor x, Tensor kernel, Tensor hidden) -> Tensor");
+  // The backward reads the forward's output, not x: -> grad_x, grad_kernel, grad_hidden.
+  m.def(
+      "conv_rnn_backward(Tensor grad_out, Tensor out, Tensor kernel, Tensor hidden) "
+      "-> (Tensor, Tensor, Tensor)");
   // A whole LSTM layer: -> y, h_n, c_n, and the gates and cell states that lstm_backward reads.
   m.def(
       "lstm(Tensor x, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor b_ih, Tensor b_hh) "

@@ -3,7 +3,7 @@
 FusedBiasReLU(features)   relu(x * scale + bias) with a learned bias, after Linear(bias=False)
 LSTMCell(input, hidden)   a drop-in for torch.nn.LSTMCell: same parameters and state_dict
 LSTM(input, hidden, ...)  a drop-in for torch.nn.LSTM (one direction): the time loop in C++/CUDA
-ConvRNN(features, k)      the convolutional RNN, forward only (the kernel is a buffer)
+ConvRNN(features, k)      the convolutional RNN, with a learned kernel of k taps
 """
 
 from __future__ import annotations
@@ -152,9 +152,12 @@ class LSTM(torch.nn.Module):
 
 
 class ConvRNN(torch.nn.Module):
-    """h_t = tanh(x_t + conv(h_{t-1}, kernel)) over x (batch, time, features); forward only.
+    """h_t = tanh(x_t + conv(h_{t-1}, kernel)) over x (batch, time, features), starting from
+    `hidden` (batch, features), zeros when not given; returns h_1 ... h_T as (batch, time,
+    features).
 
-    The kernel is a buffer, not a parameter: conv_rnn has no backward, so it cannot be learned.
+    `kernel` is a parameter of `kernel_size` taps (odd; shape (kernel_size,)), learned through
+    conv_rnn's backward, which runs the time loop in reverse in one kernel.
     """
 
     def __init__(self, features: int, kernel_size: int = 3, device=None, dtype=None) -> None:
@@ -163,7 +166,7 @@ class ConvRNN(torch.nn.Module):
             raise ValueError(f"ConvRNN: kernel_size must be odd, got {kernel_size}")
         self.features = features
         kernel = torch.randn(kernel_size, device=device, dtype=dtype) / kernel_size
-        self.register_buffer("kernel", kernel)
+        self.kernel = torch.nn.Parameter(kernel)
 
     def forward(self, x: Tensor, hidden: Tensor | None = None) -> Tensor:
         if hidden is None:

@@ -204,27 +204,25 @@ torch.library.register_autograd(
 
 
 def conv_rnn(x: Tensor, kernel: Tensor, hidden: Tensor) -> Tensor:
-    """A convolutional RNN, forward only: h_t = tanh(x_t + conv(h_{t-1}, kernel)), the
-    convolution over features with zero padding, starting from h_0 = hidden. x (B, T, F),
-    kernel (K,) with K odd, hidden (B, F); returns h_1 ... h_T as (B, T, F).
-
-    Raises at once when autograd would need its backward (an input requires grad and grad mode
-    is on): call it under torch.no_grad() or on detached tensors. Failing here, not later in
-    backward, makes eager and torch.compile (which traces the backward while compiling) agree."""
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, kernel, hidden)):
-        raise RuntimeError(
-            "custom_ops::conv_rnn: has no backward, and an input requires grad; call it under "
-            "torch.no_grad() or on detached tensors"
-        )
+    """A convolutional RNN: h_t = tanh(x_t + conv(h_{t-1}, kernel)), the convolution over
+    features with zero padding, starting from h_0 = hidden. x (B, T, F), kernel (K,) with K odd
+    or a conv1d weight (1, 1, K), hidden (B, F), all of one dtype and device; returns h_1 ... h_T
+    as (B, T, F). Differentiable in all three: the backward runs the loop in reverse in one
+    kernel (conv_rnn_backward), and the kernel's gradient has the kernel's shape."""
     return ops.conv_rnn.default(x, kernel, hidden)
+
+
+def _conv_rnn_kernel_ok(kernel: Tensor) -> bool:
+    shape_ok = kernel.dim() == 1 or (kernel.dim() == 3 and kernel.shape[:2] == (1, 1))
+    return shape_ok and kernel.shape[-1] % 2 == 1
 
 
 @torch.library.register_fake("custom_ops::conv_rnn")
 def _(x: Tensor, kernel: Tensor, hidden: Tensor) -> Tensor:
     torch._check(x.dim() == 3, lambda: "conv_rnn: x must be 3-D (batch, time, features)")
     torch._check(
-        kernel.dim() == 1 and kernel.shape[0] % 2 == 1,
-        lambda: "conv_rnn: kernel must be 1-D with an odd length",
+        _conv_rnn_kernel_ok(kernel),
+        lambda: "conv_rnn: kernel must be 1-D with an odd length, or [1, 1, K] with K odd",
     )
     torch._check(
         hidden.shape == (x.shape[0], x.shape[2]),
@@ -233,7 +231,32 @@ def _(x: Tensor, kernel: Tensor, hidden: Tensor) -> Tensor:
     return x.new_empty(x.shape)
 
 
-# ---- no double backward, and no conv_rnn backward: say so --------------------------------------
+@torch.library.register_fake("custom_ops::conv_rnn_backward")
+def _(grad_out: Tensor, out: Tensor, kernel: Tensor, hidden: Tensor):
+    torch._check(
+        grad_out.shape == out.shape, lambda: "conv_rnn_backward: grad_out and out differ in shape"
+    )
+    return out.new_empty(out.shape), kernel.new_empty(kernel.shape), hidden.new_empty(hidden.shape)
+
+
+def _conv_rnn_setup_context(ctx, inputs, output) -> None:
+    _, kernel, hidden = inputs
+    # tanh's derivative is 1 - h_t^2: the output is all the backward needs of the forward.
+    ctx.save_for_backward(output, kernel, hidden)
+
+
+def _conv_rnn_backward(ctx, grad_out):
+    out, kernel, hidden = ctx.saved_tensors
+    grads = ops.conv_rnn_backward.default(grad_out, out, kernel, hidden)
+    return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad, strict=True))
+
+
+torch.library.register_autograd(
+    "custom_ops::conv_rnn", _conv_rnn_backward, setup_context=_conv_rnn_setup_context
+)
+
+
+# ---- no double backward: say so ----------------------------------------------------------------
 # An operator without an autograd formula does not stop autograd: PyTorch warns ("This may lead
 # to silently incorrect behavior") and goes on, and the gradient then depends on how the kernel
 # happens to be written. These formulas turn that into an error that names the op.
@@ -246,7 +269,13 @@ def _refuse(name: str, why: str):
     return backward
 
 
-for _name in ("relu_backward", "fused_bias_relu_backward", "lstm_cell_backward", "lstm_backward"):
+for _name in (
+    "relu_backward",
+    "fused_bias_relu_backward",
+    "lstm_cell_backward",
+    "lstm_backward",
+    "conv_rnn_backward",
+):
     torch.library.register_autograd(
         f"custom_ops::{_name}",
         _refuse(
@@ -254,7 +283,3 @@ for _name in ("relu_backward", "fused_bias_relu_backward", "lstm_cell_backward",
             "double backward is not implemented (the backward kernels are not differentiable)",
         ),
     )
-torch.library.register_autograd(
-    "custom_ops::conv_rnn",
-    _refuse("conv_rnn", "has no backward (it is a forward-only kernel; see chapter 5's lesson)"),
-)
