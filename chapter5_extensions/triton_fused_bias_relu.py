@@ -9,22 +9,23 @@ same code, which is how CI tests them.
 """
 
 import os
+import sys
 
 import torch
 from torch import Tensor
 
-# triton.jit decides when it decorates a kernel, not when triton is imported, whether the kernel
-# is compiled for the GPU or run by the interpreter (TRITON_INTERPRET=1). So this switch, set
-# before the kernels below, is enough. setdefault: an explicit TRITON_INTERPRET=0 or =1 wins (the
-# interpreter on a GPU machine is a debugger: print() and breakpoints work inside a kernel).
-if not torch.cuda.is_available():
+# No CUDA device: Triton's interpreter. It must be chosen before triton is imported, because
+# Triton's own library (tl.zeros, tl.sum) is @triton.jit code decorated at that import, and the
+# interpreter cannot call a kernel compiled for the GPU. An explicit TRITON_INTERPRET wins: =1 on
+# a GPU machine makes the interpreter a debugger (print() and breakpoints work inside a kernel).
+if not torch.cuda.is_available() and "triton" not in sys.modules:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+INTERPRETED = triton.knobs.runtime.interpret
 
 # ---- the kernels --------------------------------------------------------------------------------
 
@@ -151,8 +152,9 @@ def check_device(t: Tensor, op: str, name: str) -> None:
     torch._check(
         t.is_cuda or INTERPRETED,
         lambda: (
-            f"{op}: {name} must be a CUDA tensor (Triton compiles for the GPU; "
-            f"TRITON_INTERPRET=1 runs it on the CPU), got {t.device}"
+            f"{op}: {name} must be a CUDA tensor, got {t.device} (Triton compiles for the GPU; "
+            "its interpreter runs on the CPU when TRITON_INTERPRET=1 is set before triton is "
+            "imported)"
         ),
     )
 
