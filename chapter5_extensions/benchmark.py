@@ -43,6 +43,7 @@ def compiled(fn, use_compile: bool):
 
 def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
     import custom_ops
+    import triton_fused_bias_relu  # the same op in Triton (README: The same op in Triton)
 
     rows = []
     for e in exponents:
@@ -76,6 +77,7 @@ def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
                     "eager PyTorch": lambda: eager_fused(x, bias),
                     "torch.compile": fused_c and (lambda: fused_c(x, bias)),
                     "custom_ops": lambda: custom_ops.fused_bias_relu(x, bias, 0.5),
+                    "triton": lambda: triton_fused_bias_relu.fused_bias_relu(x, bias, 0.5),
                 },
             ),
             "fused_bias_relu fwd+bwd": (
@@ -84,6 +86,9 @@ def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
                     "eager PyTorch": fwd_bwd(eager_fused),
                     "torch.compile": fused_grad_c and fwd_bwd(fused_grad_c),
                     "custom_ops": fwd_bwd(lambda x, b: custom_ops.fused_bias_relu(x, b, 0.5)),
+                    "triton": fwd_bwd(
+                        lambda x, b: triton_fused_bias_relu.fused_bias_relu(x, b, 0.5)
+                    ),
                 },
             ),
             "relu": (
