@@ -38,8 +38,9 @@ def opmath(v):
 
 # Forward. A program owns a tile of BLOCK_M rows x BLOCK_N columns of the (rows, cols) matrix x
 # is seen as: it loads its BLOCK_N biases once and broadcasts them down the tile, so no element
-# divides its index by cols to find its column (chapter 3's v4, a block per tile). Where cols is a
-# multiple of 16, Triton knows every row starts 64-byte aligned and issues 16-byte loads and stores.
+# divides its index by cols to find its column (chapter 3's v4, a block per tile). Triton notes at
+# launch which integer arguments are multiples of 16 and which pointers are 16-byte aligned; where
+# cols is such a multiple, every row starts on a 16-byte boundary and loads and stores are 16 bytes.
 @triton.jit
 def fused_bias_relu_kernel(
     x_ptr,
@@ -100,7 +101,7 @@ def fused_bias_relu_backward_kernel(
         grad_x = active_grad * tl.cast(scale, acc_type)
         tl.store(grad_x_ptr + offsets, grad_x.to(grad_x_ptr.dtype.element_ty), mask=mask)
         start += BLOCK_M
-    tl.store(partials_ptr + split * cols + col, tl.sum(sums, axis=0), mask=col < cols)
+    tl.store(partials_ptr + split.to(tl.int64) * cols + col, tl.sum(sums, axis=0), mask=col < cols)
 
 
 # Backward, second pass: grad_bias[c] = the sum of partials[:, c], BLOCK_S splits at a time, always
@@ -115,8 +116,9 @@ def sum_partials_kernel(
     start = 0
     while start < splits:  # a for loop over range(0, splits, BLOCK_S), as in the kernel above
         split = start + tl.arange(0, BLOCK_S)
+        offsets = split.to(tl.int64)[:, None] * cols + col[None, :]
         mask = (split < splits)[:, None] & (col < cols)[None, :]
-        sums += tl.load(partials_ptr + split[:, None] * cols + col[None, :], mask=mask, other=0)
+        sums += tl.load(partials_ptr + offsets, mask=mask, other=0)
         start += BLOCK_S
     grad_bias = tl.sum(sums, axis=0)
     tl.store(grad_bias_ptr + col, grad_bias.to(grad_bias_ptr.dtype.element_ty), mask=col < cols)
@@ -222,8 +224,9 @@ def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
 
 @triton_op("course_triton::fused_bias_relu_backward", mutates_args=())
 def fused_bias_relu_backward(grad_y: Tensor, y: Tensor, scale: float) -> tuple[Tensor, Tensor]:
-    """(grad_x, grad_bias) = (grad_y * scale * [y not <= 0], its column sums / scale), both in y's
-    dtype, summed in float32 (float64 for float64). y, grad_y: (..., F), any strides."""
+    """grad_x = grad_y * scale where y is not <= 0 (else 0), grad_bias = the column sums of
+    grad_y there, as custom_ops' backward: both in y's dtype, computed and summed in float32
+    (float64 for float64). y, grad_y: (..., F), any strides; grad_bias: (F,)."""
     op = "fused_bias_relu_backward"
     check_floating(y, op, "y")
     check_like(y, grad_y, op, "y", "grad_y")
