@@ -210,8 +210,7 @@ def with_path(path: str, fn):
 
 
 def persistent_kernels(fn) -> str:
-    """Which passes of fn() ran as a persistent kernel, "+"-joined: "fwd" (CUDA cores) or
-    "fwd-mma" (tensor cores), "bwd"; or "none"."""
+    """Which passes of fn() ran as a persistent kernel: "fwd+bwd", "fwd", "bwd" or "none"."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
@@ -221,51 +220,39 @@ def persistent_kernels(fn) -> str:
     names = " ".join(e.name for e in prof.events())
     ran = [
         p
-        for p, kernel in (("fwd-mma", "forward_persistent_mma"), ("bwd", "backward_persistent"))
-        if f"lstm_{kernel}" in names
+        for p, kernel in (("fwd", "forward"), ("bwd", "backward"))
+        if f"lstm_{kernel}_persistent" in names
     ]
-    if "lstm_forward_persistent_kernel" in names:
-        ran.insert(0, "fwd")
     return "+".join(ran) if ran else "none"
 
 
-def persistent_sweep(timer: Timer, hiddens=PERSISTENT_HIDDEN, batches=PERSISTENT_BATCHES):
-    """fwd and fwd+bwd of custom_ops.LSTM with each path, T = 64, H = I, at small batches."""
+def persistent_sweep(timer: Timer) -> list[dict]:
+    """fwd+bwd of custom_ops.LSTM with each path, T = 64, H = I, at small batches."""
     import custom_ops
 
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
-        for hidden in hiddens:
+        for hidden in PERSISTENT_HIDDEN:
             torch.manual_seed(0)
             model = custom_ops.LSTM(hidden, hidden, device="cuda", dtype=dtype)
-            for batch in batches:
+            for batch in PERSISTENT_BATCHES:
                 x = torch.randn(64, batch, hidden, device="cuda", dtype=dtype, requires_grad=True)
                 grad_y = torch.randn_like(x)
                 call = fwd_bwd(FirstOutput(model), x, [x, *model.parameters()], grad_y)
-
-                def forward(model=model, x=x):
-                    with torch.no_grad():
-                        model(x)
-
                 row = {"H": hidden, "B": batch, "dtype": str(dtype).removeprefix("torch.")}
                 for path, name in (("1", "persistent"), ("0", "step loop")):
-                    m = timed(timer, with_path(path, call))
-                    f = timed(timer, with_path(path, forward))
-                    row[name] = {
-                        "gpu_ms": m["gpu_ms"],
-                        "loop_ms": m["loop_ms"],
-                        "fwd_gpu_ms": f["gpu_ms"],
-                        "fwd_loop_ms": f["loop_ms"],
-                    }
+                    fn = with_path(path, call)
+                    m = timed(timer, fn)
+                    row[name] = {"gpu_ms": m["gpu_ms"], "loop_ms": m["loop_ms"]}
                 row["ran"] = persistent_kernels(with_path("1", call))
                 row["default"] = persistent_kernels(call)
                 rows.append(row)
-                p, s = row["persistent"], row["step loop"]
                 print(
-                    f"  H={hidden:5d} B={batch:3d} {row['dtype']:8s} fwd+bwd persistent "
-                    f"{p['gpu_ms']:.3f} / {p['loop_ms']:.3f} ms, step loop {s['gpu_ms']:.3f} / "
-                    f"{s['loop_ms']:.3f} ms; fwd {p['fwd_gpu_ms']:.3f} / {s['fwd_gpu_ms']:.3f} "
-                    f"(ran: {row['ran']}, by default: {row['default']})",
+                    f"  H={hidden:5d} B={batch:3d} {row['dtype']:8s} persistent "
+                    f"{row['persistent']['gpu_ms']:.3f} / {row['persistent']['loop_ms']:.3f} ms, "
+                    f"step loop {row['step loop']['gpu_ms']:.3f} / "
+                    f"{row['step loop']['loop_ms']:.3f} ms (ran: {row['ran']}, by default: "
+                    f"{row['default']})",
                     flush=True,
                 )
     return rows
@@ -273,22 +260,19 @@ def persistent_sweep(timer: Timer, hiddens=PERSISTENT_HIDDEN, batches=PERSISTENT
 
 def persistent_table(rows: list[dict]) -> list[str]:
     lines = [
-        "The persistent kernels against the step loop, T = 64, H = I (GPU ms / back-to-back ms; "
-        "`ran`: the passes that fit a persistent kernel, `fwd-mma` for the forward on tensor "
-        "cores; `default`: what runs with CUSTOM_OPS_LSTM_PERSISTENT unset):",
+        "The persistent kernel against the step loop, fwd+bwd, T = 64, H = I "
+        "(GPU ms / back-to-back ms; `ran`: the passes that fit the persistent kernel; "
+        "`default`: what runs with CUSTOM_OPS_LSTM_PERSISTENT unset):",
         "",
-        "| H | B | dtype | fwd+bwd persistent | fwd+bwd step loop | loop / persistent "
-        "| fwd persistent | fwd step loop | loop / persistent | ran | default |",
-        "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "| H | B | dtype | persistent | step loop | loop / persistent (GPU) | ran | default |",
+        "| ---: | ---: | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for r in rows:
         p, s = r["persistent"], r["step loop"]
         lines.append(
             f"| {r['H']} | {r['B']} | {r['dtype']} | {p['gpu_ms']:.3f} / {p['loop_ms']:.3f} "
             f"| {s['gpu_ms']:.3f} / {s['loop_ms']:.3f} | {s['gpu_ms'] / p['gpu_ms']:.2f} "
-            f"| {p['fwd_gpu_ms']:.3f} / {p['fwd_loop_ms']:.3f} "
-            f"| {s['fwd_gpu_ms']:.3f} / {s['fwd_loop_ms']:.3f} "
-            f"| {s['fwd_gpu_ms'] / p['fwd_gpu_ms']:.2f} | {r['ran']} | {r['default']} |"
+            f"| {r['ran']} | {r['default']} |"
         )
     return lines
 
@@ -455,8 +439,6 @@ def main(argv: list[str] | None = None) -> int:
         help="only the persistent kernel against the step loop (lstm_persistent.{md,json})",
     )
     parser.add_argument("--out", type=Path, help="write lstm_layer.{md,json,png} here")
-    parser.add_argument("--sweep-hidden", help="--persistent-sweep's H values, comma-separated")
-    parser.add_argument("--sweep-batches", help="--persistent-sweep's B values, comma-separated")
     parser.add_argument(
         "--cases", help='only these shapes, "T,B,H;T,B,H" (default: the lesson\'s four)'
     )
@@ -486,15 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             "gpu": torch.cuda.get_device_name(),
             "torch": torch.__version__,
             "date": datetime.date.today().isoformat(),
-            "rows": persistent_sweep(
-                timer,
-                [int(h) for h in args.sweep_hidden.split(",")]
-                if args.sweep_hidden
-                else PERSISTENT_HIDDEN,
-                [int(b) for b in args.sweep_batches.split(",")]
-                if args.sweep_batches
-                else PERSISTENT_BATCHES,
-            ),
+            "rows": persistent_sweep(timer),
         }
         table = f"{result['gpu']}; torch {result['torch']}; {result['date']}.\n\n"
         table += "\n".join(persistent_table(result["rows"])) + "\n"

@@ -13,16 +13,13 @@
 // a cooperative launch guarantees (or refuses); that, and 227 KB of shared memory per SM, is what
 // bounds H and B here.
 
-#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <cooperative_groups.h>
-#include <mma.h>
 
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "launch_utils.cuh"
 #include "lstm_persistent.h"
@@ -80,7 +77,7 @@ __device__ __forceinline__ T load_from_l2(const T* p) {
 // A 16-byte copy from global to shared memory that does not pass through registers (cp.async,
 // sm_80 on; .cg: from L2, never this SM's L1). A thread issues all of its copies before waiting
 // for any: a loop of plain loads and stores waits a whole L2 round trip (about a microsecond) per
-// iteration, which for a (64, 1024) float32 h_{t-1} was 64 round trips, most of a step's time.
+// iteration, 16 of them for a (16, 1024) float32 h_{t-1} in every step.
 __device__ __forceinline__ void copy16_async(void* smem_dst, const void* global_src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
@@ -304,201 +301,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// ---- the forward on tensor cores ---------------------------------------------------------------
-//
-// The kernel above multiplies on CUDA cores: at B = 64, H = 1024 a block's share of one step is
-// two million multiply-adds, and the step loop's cuBLAS products on tensor cores win. This one
-// keeps the same plan (a block per run of units, their rows of W_hh resident in shared memory, a
-// grid-wide barrier per step) and does the block's product with nvcuda::wmma: warps multiply
-// 16 x 16 tiles of (gate rows) x (batch rows) on tensor cores, in the input's dtype with float
-// sums, or in TF32 for float32 (only where cuDNN's RNN flag allows TF32, as for the step loop).
-// h_{t-1} comes into shared memory in chunks of k when a whole (B, H) does not fit beside W_hh's
-// slice. Rows, batch rows and k are padded with zeros to the tiles' multiples.
-
-namespace wmma = nvcuda::wmma;
-constexpr int kMma = 16;  // a tile's rows (gate rows) and columns (batch rows)
-
-// What wmma multiplies each scalar type as, and the k of one multiply.
-template <typename scalar_t>
-struct MmaTraits {
-  static constexpr bool kSupported = false;
-};
-template <>
-struct MmaTraits<at::Half> {
-  static constexpr bool kSupported = true;
-  using storage = __half;
-  using precision = __half;
-  static constexpr int kK = 16;
-};
-template <>
-struct MmaTraits<at::BFloat16> {
-  static constexpr bool kSupported = true;
-  using storage = __nv_bfloat16;
-  using precision = __nv_bfloat16;
-  static constexpr int kK = 16;
-};
-template <>
-struct MmaTraits<float> {
-  static constexpr bool kSupported = true;
-  using storage = float;
-  using precision = wmma::precision::tf32;
-  static constexpr int kK = 8;
-};
-
-__host__ __device__ inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-__host__ __device__ inline int64_t align128(int64_t bytes) { return round_up(bytes, 128); }
-
-// Shared memory of the tensor-core forward: the k_split partial sums (float, [share][b][r]), the
-// block's rows of W_hh ([rows_p][ldw], all of k), one chunk of h_{t-1} ([batch_p][ldh]). Each
-// row is padded by 16 bytes so that the rows of a tile start in different banks; wmma wants
-// 32-byte aligned tiles, which 128-byte aligned regions and 16-element tile offsets give.
-struct MmaLayout {
-  int rows_p, batch_p, k_pad, ldw, ldh;
-  int64_t matrix, vector, total;
-};
-
-__host__ __device__ inline MmaLayout mma_layout(int batch, int rows, int hidden, int chunk,
-                                                int k_split, int scalar_size) {
-  MmaLayout l{};
-  l.rows_p = static_cast<int>(round_up(rows, kMma));
-  l.batch_p = static_cast<int>(round_up(batch, kMma));
-  l.k_pad = static_cast<int>(round_up(hidden, chunk));
-  l.ldw = l.k_pad + 16 / scalar_size;
-  l.ldh = chunk + 16 / scalar_size;
-  l.matrix = align128(static_cast<int64_t>(k_split) * l.batch_p * l.rows_p * 4);
-  l.vector = l.matrix + align128(static_cast<int64_t>(l.rows_p) * l.ldw * scalar_size);
-  l.total = l.vector + align128(static_cast<int64_t>(l.batch_p) * l.ldh * scalar_size);
-  return l;
-}
-
-template <typename scalar_t>
-__global__ void __launch_bounds__(kThreads, 1)
-    lstm_forward_persistent_mma_kernel(scalar_t* __restrict__ gates,
-                                       const scalar_t* __restrict__ w_hh,
-                                       const float* __restrict__ bias,
-                                       const scalar_t* __restrict__ h0, float* __restrict__ cs,
-                                       scalar_t* __restrict__ y, int steps, int batch, int hidden,
-                                       int units, int k_split, int chunk) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  __trap();  // bfloat16 and TF32 tiles need sm_80; the host never launches this there
-#else
-  using Traits = MmaTraits<scalar_t>;
-  using storage = typename Traits::storage;
-  constexpr int kK = Traits::kK;
-  extern __shared__ __align__(128) unsigned char mma_smem[];
-  const int rows = 4 * units, j0 = blockIdx.x * units, owned = min(units, hidden - j0);
-  const MmaLayout l = mma_layout(batch, rows, hidden, chunk, k_split, sizeof(scalar_t));
-  float* part = reinterpret_cast<float*>(mma_smem);
-  scalar_t* w_s = reinterpret_cast<scalar_t*>(mma_smem + l.matrix);  // [rows_p][ldw]
-  scalar_t* h_s = reinterpret_cast<scalar_t*>(mma_smem + l.vector);  // [batch_p][ldh]
-
-  // Row gate * units + u of w_s is row gate * H + j0 + u of W_hh; padding rows and k are zero.
-  for (int64_t e = threadIdx.x; e < static_cast<int64_t>(l.rows_p) * l.ldw; e += blockDim.x) {
-    const int r = e / l.ldw, k = e % l.ldw, gate = r / units, u = r % units;
-    w_s[e] = r < rows && u < owned && k < hidden
-                 ? w_hh[(static_cast<int64_t>(gate) * hidden + j0 + u) * hidden + k]
-                 : scalar_t(0);
-  }
-  // Warp w multiplies tile w / k_split, over the share w % k_split of each chunk's k.
-  const int warp = threadIdx.x / 32, row_tiles = l.rows_p / kMma;
-  const int tile = warp / k_split, share = warp % k_split;
-  const bool has_tile = tile < row_tiles * (l.batch_p / kMma);
-  const int r0 = (tile % row_tiles) * kMma, b0 = (tile / row_tiles) * kMma;
-  // 16-byte copies of h when every row of it is whole vectors (the pointer is checked per step).
-  constexpr int kVec = 16 / sizeof(scalar_t);
-  const bool whole_vectors = hidden % kVec == 0;
-
-  const int64_t state = static_cast<int64_t>(batch) * hidden;  // elements of one h_t or c_t
-  for (int t = 0; t < steps; ++t) {
-    const scalar_t* h_prev = t == 0 ? h0 : y + (t - 1) * state;
-    const bool vectors = whole_vectors && reinterpret_cast<std::uintptr_t>(h_prev) % 16 == 0;
-    // Two accumulators, alternate k steps: consecutive multiplies do not wait on each other.
-    wmma::fragment<wmma::accumulator, kMma, kMma, kK, float> acc, acc2;
-    wmma::fill_fragment(acc, 0.0f);
-    wmma::fill_fragment(acc2, 0.0f);
-    for (int k0 = 0; k0 < l.k_pad; k0 += chunk) {
-      // h_s[b][k] = h_{t-1}[b][k0 + k], zero past the batch and past H. From L2: other blocks
-      // wrote h_{t-1} during the previous step (load_from_l2 says why).
-      if (vectors) {
-        const int per_row = chunk / kVec;
-        for (int e = threadIdx.x; e < l.batch_p * per_row; e += blockDim.x) {
-          const int b = e / per_row, k = (e % per_row) * kVec;
-          if (b < batch && k0 + k < hidden) {
-            copy16_async(h_s + b * l.ldh + k, h_prev + static_cast<int64_t>(b) * hidden + k0 + k);
-          } else {
-            *reinterpret_cast<int4*>(h_s + b * l.ldh + k) = make_int4(0, 0, 0, 0);
-          }
-        }
-        wait_async_copies();
-      } else {
-        for (int e = threadIdx.x; e < l.batch_p * chunk; e += blockDim.x) {
-          const int b = e / chunk, k = e % chunk;
-          h_s[b * l.ldh + k] =
-              b < batch && k0 + k < hidden
-                  ? load_from_l2(h_prev + static_cast<int64_t>(b) * hidden + k0 + k)
-                  : scalar_t(0);
-        }
-      }
-      __syncthreads();
-      if (has_tile) {
-        int parity = 0;
-        for (int kk = share * kK; kk < chunk; kk += k_split * kK, parity ^= 1) {
-          wmma::fragment<wmma::matrix_a, kMma, kMma, kK, typename Traits::precision,
-                         wmma::row_major>
-              a;
-          wmma::fragment<wmma::matrix_b, kMma, kMma, kK, typename Traits::precision,
-                         wmma::col_major>
-              b;
-          // a: W's rows r0.. by k (row-major); b: h's rows b0.. read as k by batch (col-major).
-          wmma::load_matrix_sync(a, reinterpret_cast<const storage*>(w_s + r0 * l.ldw + k0 + kk),
-                                 l.ldw);
-          wmma::load_matrix_sync(b, reinterpret_cast<const storage*>(h_s + b0 * l.ldh + kk), l.ldh);
-          if constexpr (std::is_same_v<scalar_t, float>) {
-            for (int i = 0; i < a.num_elements; ++i) a.x[i] = wmma::__float_to_tf32(a.x[i]);
-            for (int i = 0; i < b.num_elements; ++i) b.x[i] = wmma::__float_to_tf32(b.x[i]);
-          }
-          if (parity == 0) {
-            wmma::mma_sync(acc, a, b, acc);
-          } else {
-            wmma::mma_sync(acc2, a, b, acc2);
-          }
-        }
-      }
-      __syncthreads();  // every warp is done with h_s before the next chunk overwrites it
-    }
-    // part[share][b][r]: the tile stored column-major, a column per batch row.
-    if (has_tile) {
-      for (int i = 0; i < acc.num_elements; ++i) acc.x[i] += acc2.x[i];
-      wmma::store_matrix_sync(part + (static_cast<int64_t>(share) * l.batch_p + b0) * l.rows_p + r0,
-                              acc, l.rows_p, wmma::mem_col_major);
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < batch * owned; e += blockDim.x) {
-      const int b = e / owned, u = e % owned, j = j0 + u;
-      scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
-      float z[4];
-#pragma unroll
-      for (int gate = 0; gate < 4; ++gate) {
-        z[gate] = static_cast<float>(row[gate * hidden + j]) + bias[gate * hidden + j] +
-                  sum_shares(part, k_split, l.batch_p, l.rows_p, b, gate * units + u);
-      }
-      const float i = sigmoid(z[0]), f = sigmoid(z[1]), g = tanhf(z[2]), o = sigmoid(z[3]);
-      const int64_t s = t * state + static_cast<int64_t>(b) * hidden + j;
-      const float c = f * cs[s] + i * g;
-      row[j] = static_cast<scalar_t>(i);
-      row[hidden + j] = static_cast<scalar_t>(f);
-      row[2 * hidden + j] = static_cast<scalar_t>(g);
-      row[3 * hidden + j] = static_cast<scalar_t>(o);
-      cs[s + state] = c;
-      y[s] = static_cast<scalar_t>(o * tanhf(c));
-    }
-    // As in the kernel above: h_t complete everywhere before step t + 1 reads it; part and h_s
-    // free for reuse.
-    if (t + 1 < steps) cg::this_grid().sync();
-  }
-#endif
-}
-
 // How one pass is laid out on the GPU, or why it cannot be.
 struct Plan {
   bool fits = false;
@@ -567,78 +369,6 @@ bool launch_cooperative(Kernel kernel, const Plan& plan, void** args) {
   return true;
 }
 
-// The tensor-core forward's plan: the same blocks and units as plan_for's, every tile of the
-// block's product owned by a warp (at most kWarps tiles: B up to 64 at H = 1024), idle warps
-// splitting k, and the largest chunk of k that fits beside W_hh's slice (all of it when it can).
-// It runs wherever it fits unless CUSTOM_OPS_LSTM_PERSISTENT is "0"; float32 only where cuDNN's
-// RNN flag allows TF32 (as the step loop's cuBLAS products), else the CUDA-core kernel above.
-template <typename scalar_t>
-Plan plan_mma(int64_t steps, int64_t batch, int64_t hidden, int* chunk_out) {
-  Plan plan;
-  const char* v = std::getenv("CUSTOM_OPS_LSTM_PERSISTENT");
-  if (v != nullptr && std::strcmp(v, "0") == 0) return plan;
-  if constexpr (std::is_same_v<scalar_t, float>) {
-    if (!at::globalContext().allowTF32CuDNN(at::Float32Op::RNN)) return plan;
-  }
-  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  if (prop->major < 8 || !prop->cooperativeLaunch || hidden == 0 || steps > INT_MAX ||
-      hidden > INT_MAX / 4 || batch > INT_MAX / hidden) {
-    return plan;
-  }
-  plan.units = static_cast<int>(ceil_div(hidden, prop->multiProcessorCount));
-  plan.blocks = static_cast<int>(ceil_div(hidden, plan.units));
-  const int64_t rows = 4 * static_cast<int64_t>(plan.units);
-  const int64_t tiles = ceil_div(rows, kMma) * ceil_div(batch, kMma);
-  if (tiles > kWarps) return plan;
-  while (plan.k_split * 2 * tiles <= kWarps) plan.k_split *= 2;
-  const int64_t limit = prop->sharedMemPerBlockOptin;
-  // All of k at once if it fits, else halve the chunk (each a multiple of 16), down to 64.
-  for (int64_t chunk = round_up(hidden, kMma);; chunk = round_up(chunk / 2, kMma)) {
-    const MmaLayout l =
-        mma_layout(static_cast<int>(batch), static_cast<int>(rows), static_cast<int>(hidden),
-                   static_cast<int>(chunk), plan.k_split, sizeof(scalar_t));
-    if (l.total <= limit) {
-      plan.smem = l.total;
-      *chunk_out = static_cast<int>(chunk);
-      break;
-    }
-    if (chunk <= 64) break;
-  }
-  if (plan.smem == 0) return plan;
-  auto kernel = lstm_forward_persistent_mma_kernel<scalar_t>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(prop->sharedMemPerBlockOptin)));
-  int per_sm = 0;
-  C10_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, plan.smem));
-  plan.fits = static_cast<int64_t>(per_sm) * prop->multiProcessorCount >= plan.blocks;
-  return plan;
-}
-
-// The forward on tensor cores, if plan_mma says it runs here. A template of its own, so that
-// `if constexpr` keeps the kernel from being instantiated for double (no wmma tiles for it).
-template <typename scalar_t>
-bool forward_mma(at::Tensor& gates, const at::Tensor& w_hh, const at::Tensor& bias,
-                 const at::Tensor& h0, at::Tensor& cs, at::Tensor& y) {
-  if constexpr (!MmaTraits<scalar_t>::kSupported) {
-    return false;
-  } else {
-    int chunk = 0;
-    const Plan plan = plan_mma<scalar_t>(gates.size(0), gates.size(1), w_hh.size(1), &chunk);
-    if (!plan.fits) return false;
-    scalar_t* g = gates.mutable_data_ptr<scalar_t>();
-    const scalar_t* w = w_hh.const_data_ptr<scalar_t>();
-    const float* b = bias.const_data_ptr<float>();
-    const scalar_t* h = h0.const_data_ptr<scalar_t>();
-    float* c = cs.mutable_data_ptr<float>();
-    scalar_t* out = y.mutable_data_ptr<scalar_t>();
-    int steps = static_cast<int>(gates.size(0)), batch = static_cast<int>(gates.size(1));
-    int hidden = static_cast<int>(w_hh.size(1)), units = plan.units, k_split = plan.k_split;
-    void* args[] = {&g, &w, &b, &h, &c, &out, &steps, &batch, &hidden, &units, &k_split, &chunk};
-    return launch_cooperative(lstm_forward_persistent_mma_kernel<scalar_t>, plan, args);
-  }
-}
-
 }  // namespace
 
 bool lstm_forward_persistent(at::Tensor& gates, const at::Tensor& w_hh, const at::Tensor& bias,
@@ -647,10 +377,6 @@ bool lstm_forward_persistent(at::Tensor& gates, const at::Tensor& w_hh, const at
   bool launched = false;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, y.scalar_type(), "lstm", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    if (forward_mma<scalar_t>(gates, w_hh, bias, h0, cs, y)) {
-      launched = true;
-      return;
-    }
     auto kernel = lstm_forward_persistent_kernel<scalar_t, acc_t>;
     const Plan plan = plan_for(kernel, T, B, H, 4, H, sizeof(acc_t), sizeof(scalar_t));
     if (!plan.fits) return;
