@@ -1,13 +1,17 @@
 """The course website (mkdocs.yml, tools/docs_hooks.py): it builds with `mkdocs build --strict` (no
 broken link, no missing include), every chapter has a page in the nav, the code on a page is
-included from its source file, and every page renders in a headless Chromium. Runs in `make test`;
-`make docs` serves the site. The browser check needs Debian's `chromium` (.ci/run installs it)."""
+included from its source file, and every page renders in a headless Chromium at 1400 px, with no
+table or code block wider than its column unless it scrolls with a visible cue. Runs in `make
+test`; `make docs` serves the site. The browser check needs Debian's `chromium` (.ci/run installs
+it). It saves screenshots to build/docs-screenshots; to refresh the committed ones:
+`DOCS_SCREENSHOTS=docs/screenshots .venv/bin/python -m pytest tests/test_docs.py -k chromium`."""
 
 from __future__ import annotations
 
 import functools
 import html
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -16,6 +20,7 @@ import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -33,7 +38,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
-SCREENSHOTS = REPO / "build" / "docs-screenshots"
+SCREENSHOTS = Path(os.environ.get("DOCS_SCREENSHOTS", REPO / "build" / "docs-screenshots"))
+VIEWPORT = {"width": 1400, "height": 1000}
 TITLED_FENCE = re.compile(r'^([ \t]*)```\w+ title="([^"]+)"\n(.*?)^\1```$', flags=re.M | re.S)
 SNIPPET_MARKER = re.compile(r"--8(<|&lt;)--")
 # Without these, Chromium waits on a network this machine does not have (QUIC, updates, sync).
@@ -152,6 +158,74 @@ def test_home_page_has_the_chapter_map_and_the_two_setup_commands(site):
     assert "make test" in text
 
 
+def test_chapter_pages_show_the_plots_they_link(site):
+    """A lesson that links a plot (a .png) shows it on its page; on GitHub the link is enough."""
+    for chapter in CHAPTERS:
+        plots = set(re.findall(r"\]\(([^)\s]+\.png)\)", (chapter / "README.md").read_text()))
+        built = (site / chapter.name / "index.html").read_text()
+        shown = set(re.findall(r'<img [^>]*src="([^"]+\.png)"', built))
+        for plot in plots:
+            name = Path(plot).name
+            assert any(Path(s).name == name for s in shown), f"{chapter.name} links {plot}"
+
+
+def test_chapter_pages_offer_their_notebook_for_download(site):
+    for chapter in CHAPTERS:
+        built = (site / chapter.name / "index.html").read_text()
+        for notebook in chapter.glob("*.ipynb"):
+            assert f'href="{notebook.name}"' in built and "download=" in built, chapter.name
+            assert (site / chapter.name / notebook.name).read_bytes() == notebook.read_bytes()
+
+
+def test_every_perf_page_has_a_title_and_a_line_of_context(site):
+    """docs/perf/ holds what scripts printed; the site puts a title and context above each."""
+    pages = sorted((site / "perf").rglob("index.html"))
+    assert len(pages) > 10
+    for page in pages:
+        built = page.read_text()
+        title = re.search(r"<h1[^>]*>(.*?)</h1>", built, flags=re.S)
+        assert title, f"{page.relative_to(site)} has no heading"
+        after = built[title.end() :].lstrip()
+        assert after.startswith("<p>"), f"{page.relative_to(site)}: no context under its title"
+
+
+def test_search_leaves_out_source_pages(site):
+    """Searching `TORCH_LIBRARY` finds the lessons, not the hundred files that use it."""
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    locations = {doc["location"].split("#")[0] for doc in index["docs"]}
+    sources = [loc for loc in locations if loc.startswith("src/") and ".ipynb" not in loc]
+    assert sources == [], f"source pages in the search index: {sources[:5]}"
+    assert {f"{chapter.name}/" for chapter in CHAPTERS} <= locations
+
+
+def test_site_url_gives_a_sitemap_and_a_404_page_with_its_styles(site):
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    root = urlsplit(config["site_url"]).path
+    assert root.endswith("/"), "site_url must end with /"
+    assert (site / "sitemap.xml").read_text().count("<loc>") > 2 * len(CHAPTERS)
+    not_found = (site / "404.html").read_text()
+    styles = re.findall(r'<link rel="stylesheet" href="([^"]+)"', not_found)
+    assert styles and all(href.startswith(root) for href in styles), styles
+
+
+def test_troubleshooting_shows_no_long_capture_unfolded(site):
+    """A long traceback or failed build opens with its command and last lines; the whole capture
+    is in a fold below. (A short capture, or one that is a story, not a traceback, stays open.)"""
+    built = (site / "troubleshooting" / "index.html").read_text()
+    unfolded = re.sub(r"<details.*?</details>", "", built, flags=re.S)
+    for block in re.findall(r"<pre.*?</pre>", unfolded, flags=re.S):
+        lines = page_text_of(block).strip().splitlines()
+        failure = any(line.strip().startswith(("Traceback", "FAILED")) for line in lines)
+        assert len(lines) <= 20 or not failure, f"{len(lines)} lines shown unfolded: {lines[:2]}"
+    for capture in sorted((REPO / "docs" / "errors").glob("*.txt")):
+        last = capture.read_text().strip().splitlines()[-1]
+        assert html.escape(last, quote=False) in built, f"{capture.name} is not on the page"
+
+
+def page_text_of(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
 def chromium() -> str:
     """Debian's chromium (Playwright's own browser download cannot run on a closed network)."""
     path = shutil.which("chromium")
@@ -181,6 +255,52 @@ def served(site):
     thread.join()
 
 
+# What the browser check reads on each page, in one round trip: whether it has the navigation and
+# the footer, a snippet marker, its code blocks (and whether Pygments highlighted them), titled
+# code, and every table or code block wider than the content column without a scroll cue. The
+# box that cuts such an element is the element itself or the ancestor that clips it (Material
+# wraps a table in .md-typeset__scrollwrap); it must scroll and show docs/stylesheets/course.css's
+# cue, a gradient background attached to the scrolled content ("local").
+PAGE_CHECK = """() => {
+  const article = document.querySelector("article.md-content__inner");
+  const column = document.querySelector(".md-content").getBoundingClientRect();
+  const codes = [...document.querySelectorAll(".highlight code")];
+  const overflows = [];
+  for (const element of article ? article.querySelectorAll("table, pre > code") : []) {
+    if (!element.getClientRects().length) continue;  // in a closed fold
+    let box = element;
+    while (box !== article) {
+      const clips = getComputedStyle(box).overflowX !== "visible";
+      if (clips && box.scrollWidth > box.clientWidth + 1) break;
+      box = box.parentElement;
+    }
+    const what = `${element.tagName.toLowerCase()} "${element.innerText.replace(/\\s+/g, " ").trim().slice(0, 60)}"`;
+    if (box === article) {
+      const r = element.getBoundingClientRect();
+      if (r.left < column.left - 1 || r.right > column.right + 1) {
+        overflows.push(`${what}: ${Math.round(r.width)} px wide, out of the column`);
+      }
+      continue;
+    }
+    const style = getComputedStyle(box);
+    const cue = /auto|scroll/.test(style.overflowX) && style.backgroundImage.includes("gradient")
+      && style.backgroundAttachment.includes("local");
+    if (!cue) {
+      overflows.push(`${what}: ${box.scrollWidth} px in a ${box.clientWidth} px box, no cue`);
+    }
+  }
+  return {
+    nav: document.querySelectorAll("nav.md-nav--primary").length > 0,
+    marker: /--8<--/.test(document.body.innerText),
+    code_blocks: codes.filter((c) => c.innerText.trim()).length,
+    highlighted: document.querySelectorAll(".highlight code span[class]").length,
+    titled: document.querySelectorAll(".highlight .filename").length,
+    footer: document.querySelectorAll(".md-footer__link").length,
+    overflows: overflows,
+  };
+}"""
+
+
 def test_every_page_renders_in_chromium_with_its_code(site, served):
     executable = chromium()
     from playwright.sync_api import sync_playwright
@@ -191,41 +311,66 @@ def test_every_page_renders_in_chromium_with_its_code(site, served):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        tab = browser.new_page(viewport={"width": 1280, "height": 900})
+        tab = browser.new_page(viewport=VIEWPORT)
         tab.set_default_timeout(20_000)
         errors: list[str] = []
+        overflowing: list[str] = []
         tab.on("pageerror", lambda error: errors.append(str(error)))
         for path in pages:
             url = f"{served}/{'' if path == '.' else path + '/'}"
             response = tab.goto(url, wait_until="load")
             assert response is not None and response.status == 200, url
-            assert tab.locator("nav.md-nav--primary").count() > 0, f"{url}: no navigation"
-            assert not SNIPPET_MARKER.search(tab.inner_text("body")), f"{url} shows --8<--"
+            seen = tab.evaluate(PAGE_CHECK)
+            assert seen["nav"], f"{url}: no navigation"
+            assert not seen["marker"], f"{url} shows --8<--"
+            overflowing += [f"{url}: {what}" for what in seen["overflows"]]
             # A source page shows its file; a folder's page lists its files.
             source = REPO / path.removeprefix("src/")
             if path in chapters or (path.startswith("src/") and source.is_file()):
-                code = tab.locator(".highlight code")
-                texts = [t for t in code.all_inner_texts() if t.strip()]
-                assert texts, f"{url}: no code block with text"
+                assert seen["code_blocks"], f"{url}: no code block with text"
                 # Pygments wraps each token in a <span class="...">: the code is highlighted.
                 if path in chapters or language(str(source)) != "text":
-                    assert tab.locator(".highlight code span[class]").count() > 0, url
+                    assert seen["highlighted"] > 0, url
             if path in chapters:
-                assert tab.locator(".highlight .filename").count() > 0, f"{url}: no titled code"
-                assert tab.locator(".md-footer__link").count() > 0, f"{url}: no footer nav"
+                assert seen["titled"] > 0, f"{url}: no titled code"
+                assert seen["footer"] > 0, f"{url}: no footer nav"
         assert errors == [], f"JavaScript errors: {errors}"
+        assert overflowing == [], (
+            f"wider than the column at {VIEWPORT['width']} px, with no scroll cue:\n"
+            + "\n".join(overflowing)
+        )
 
         tab.goto(f"{served}/", wait_until="load")
         tab.screenshot(path=str(SCREENSHOTS / "home.png"))
         chapter3 = next(c.name for c in CHAPTERS if c.name.startswith("chapter3_"))
         tab.goto(f"{served}/{chapter3}/", wait_until="load")
-        # The first pitfall, with the code around it, rather than the top of the page.
-        warnings = tab.locator(".admonition.warning")
-        shown = warnings.first if warnings.count() else tab.locator(".highlight .filename").first
-        shown.scroll_into_view_if_needed()
-        tab.mouse.wheel(0, -200)
-        tab.wait_for_timeout(300)
+        # The results the lesson builds to: the sum's table, from the paragraph that opens it.
+        sum_table = (
+            "[...document.querySelectorAll('th')].find((th) => /sum_v0/.test(th.textContent))"
+        )
+        show_from(tab, sum_table, before=2)
         tab.screenshot(path=str(SCREENSHOTS / "chapter3.png"))
+        tab.goto(f"{served}/performance/", wait_until="load")
+        # Its first section: chapter 3's heading, what was measured, the first table.
+        show_from(tab, "document.querySelector('.md-typeset table')", before=4)
+        tab.screenshot(path=str(SCREENSHOTS / "performance.png"))
         browser.close()
-    assert (SCREENSHOTS / "home.png").stat().st_size > 10_000
-    assert (SCREENSHOTS / "chapter3.png").stat().st_size > 10_000
+    for name in ("home.png", "chapter3.png", "performance.png"):
+        assert (SCREENSHOTS / name).stat().st_size > 10_000, name
+
+
+def show_from(tab, table: str, before: int) -> None:
+    """Scroll so that the table that `table` (JavaScript) finds, and the `before` paragraphs or
+    headings that introduce it, are at the top of the window (the page's top if it finds none)."""
+    tab.evaluate(
+        f"""() => {{
+        const cell = {table};
+        let top = cell ? cell.closest(".md-typeset__scrollwrap") || cell.closest("table") : null;
+        for (let i = 0; top && i < {before}; i++) {{
+          if (!/^(P|H[1-6])$/.test(top.previousElementSibling?.tagName)) break;
+          top = top.previousElementSibling;
+        }}
+        if (top) window.scrollTo(0, top.getBoundingClientRect().top + window.scrollY - 70);
+    }}"""
+    )
+    tab.wait_for_timeout(300)

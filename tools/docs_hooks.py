@@ -499,6 +499,8 @@ def perf_page(markdown: str, src_uri: str) -> str:
 # --- the troubleshooting page: captured errors -------------------------------------------------
 
 SUMMARY_TAIL = 3  # the lines shown before a failed run's exit status
+# The line that names the exception (`RuntimeError: ...`), which may sit above pip's epilogue.
+ERROR_LINE = re.compile(r"^\s*(?:\w+\.)*\w*(?:Error|Exception|Interrupt)\b")
 
 
 def error_capture(match: re.Match) -> str:
@@ -506,12 +508,17 @@ def error_capture(match: re.Match) -> str:
 
     A capture is `# ` header lines, then runs: a `$ command` line and what it printed, which ends
     in a `[exit status ...]` line. A run that printed a traceback or a failed build of more than
-    a few lines shows its command, a marker and its last lines; the fold holds every line. Both
-    are pymdownx.snippets includes of the file: the page holds no copy of the capture.
+    a few lines shows its command, the line that names the exception, its last lines and markers
+    for the lines cut; the fold holds every line. Both are pymdownx.snippets includes of the file
+    (by line range): the page holds no copy of the capture.
     """
     path = match["path"]
     lines = (REPO / path).read_text().splitlines()
     whole = f'```text\n--8<-- "{path}"\n```'
+
+    def include(first: int, last: int) -> str:  # file lines, from 1
+        return f'--8<-- "{path}:{first}:{last}"'
+
     starts = [n for n, line in enumerate(lines) if line.startswith("$ ")]
     shown: list[str] = []
     folded = False
@@ -519,19 +526,30 @@ def error_capture(match: re.Match) -> str:
         while end > start + 1 and not lines[end - 1].strip():
             end -= 1
         printed = lines[start + 1 : end]
-        failed = any(line.startswith(("Traceback", "FAILED")) for line in printed)
+        failed = any(line.strip().startswith(("Traceback", "FAILED")) for line in printed)
         if shown:
             shown.append("")
-        if failed and len(printed) > SUMMARY_TAIL + 3:
-            folded = True
-            cut = len(printed) - SUMMARY_TAIL - 1
-            shown += [
-                f'--8<-- "{path}:{start + 1}:{start + 1}"',
-                f"[... {cut} lines: the whole capture is below ...]",
-                f'--8<-- "{path}:{end - SUMMARY_TAIL}:{end}"',
-            ]
-        else:
-            shown.append(f'--8<-- "{path}:{start + 1}:{end}"')
+        command = start + 1  # the file line of `$ ...`; printed[j] is line command + 1 + j
+        if not failed or len(printed) <= SUMMARY_TAIL + 3:
+            shown.append(include(command, end))
+            continue
+        folded = True
+        named = [command + 1 + j for j, line in enumerate(printed) if ERROR_LINE.match(line)]
+        kept = sorted(
+            [(command, command), *[(n, n) for n in named[-1:]], (end - SUMMARY_TAIL, end)]
+        )
+        merged = [kept[0]]
+        for first, last in kept[1:]:
+            if first <= merged[-1][1] + 2:  # no marker for a cut of one line or none
+                merged[-1] = (merged[-1][0], max(last, merged[-1][1]))
+            else:
+                merged.append((first, last))
+        for n, (first, last) in enumerate(merged):
+            if n:
+                cut = first - merged[n - 1][1] - 1
+                note = " (the whole capture is below)" if n == 1 else ""
+                shown.append(f"[... {cut} lines{note} ...]")
+            shown.append(include(first, last))
     if not folded:
         return whole
     fold = "\n".join("    " + line for line in whole.splitlines())
