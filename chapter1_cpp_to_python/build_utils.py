@@ -55,6 +55,17 @@ def can_build_cuda() -> bool:
     return torch.version.cuda is not None and CUDA_HOME is not None
 
 
+def default_cuda_arch_list() -> str:
+    """TORCH_CUDA_ARCH_LIST, set to "9.0" (the course's GPU, the H100) when it is unset and no GPU
+    is visible, as the Makefile does: torch asks the GPU which architecture to compile for and,
+    with none to ask, fails with "IndexError: list index out of range". A command pasted from a
+    lesson into a plain shell gets the same default as `make`. With a GPU, torch's own choice
+    stands (the variable stays unset)."""
+    if "TORCH_CUDA_ARCH_LIST" not in os.environ and not torch.cuda.is_available():
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    return os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+
+
 def cuda_include_paths() -> list[str]:
     """Where cusparse.h and cublas_v2.h are, if the toolkit in CUDA_HOME lacks them (an install
     with only nvcc): ATen/cuda/CUDAContext.h includes both, and torch's pip wheels bring them in

@@ -16,7 +16,13 @@ from types import ModuleType
 
 from torch.utils.cpp_extension import load
 
-from build_utils import build_directory, can_build_cuda, cuda_include_paths, put_ninja_on_path
+from build_utils import (
+    build_directory,
+    can_build_cuda,
+    cuda_include_paths,
+    default_cuda_arch_list,
+    put_ninja_on_path,
+)
 
 HERE = Path(__file__).resolve().parent
 CPP_SOURCES = ["ops.cpp", "lstm_cell.cpp", "autograd_cpp.cpp"]
@@ -32,6 +38,8 @@ def load_chapter4(verbose: bool = False) -> ModuleType:
     if _module is None:
         put_ninja_on_path()  # always the venv's ninja (chapter 1)
         with_cuda = can_build_cuda()
+        if with_cuda:
+            default_cuda_arch_list()  # 9.0 without a GPU, as the Makefile sets it
         name = "chapter4" if with_cuda else "chapter4_cpu_only"
         sources = CPP_SOURCES + (CUDA_SOURCES if with_cuda else [])
         print(f"[chapter 4] loading '{name}' (first build ~2 minutes on 2 cores, cached after)")

@@ -4,6 +4,7 @@ gpu-check script's helpers behave. Runs in `make test` with everything else."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -270,3 +271,24 @@ def test_cpp_and_cuda_are_clang_formatted():
         text=True,
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("preset", [None, "8.0;9.0"], ids=["unset", "set-by-the-reader"])
+def test_loaders_default_the_arch_list_as_the_makefile_does(preset):
+    """A lesson's `python chapter3_cuda_kernels/load_chapter3.py` in a plain shell on a machine
+    without a GPU must not die in torch's arch guess (IndexError): the loaders take the Makefile's
+    default, 9.0, through build_utils.default_cuda_arch_list(); a reader's own list stands."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
+    if preset:
+        env["TORCH_CUDA_ARCH_LIST"] = preset
+    code = "import build_utils; print(build_utils.default_cuda_arch_list())"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO / "tools",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = preset or ("" if torch.cuda.is_available() else "9.0")
+    assert result.stdout.strip() == expected
