@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 CUSTOM_OPS = HERE.parent / "csrc"
 STABLE = HERE / "csrc"
 TARGET = "-DTORCH_TARGET_VERSION=0x020b000000000000"
+LIMITED_API = "-DPy_LIMITED_API=0x030A0000"  # what py_limited_api=True adds; pybind11 cannot
 
 
 def nvidia_includes() -> list[str]:
@@ -59,7 +60,7 @@ def compile_seconds(source: Path, extra: list[str], out: Path) -> float:
         ]  # fmt: skip
     else:
         command = ["c++", "-c", str(source), "-o", str(out), "-O3", "-std=c++17", "-fPIC"]
-        command += [*includes(), "-DPy_LIMITED_API=0x030A0000", *extra]
+        command += [*includes(), *extra]
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True, text=True)
     return time.perf_counter() - start
@@ -78,11 +79,12 @@ def main() -> int:
         styles = {
             "ATen + pybind11": [(pybind, ["-fopenmp"])],
             "torch.library (custom_ops)": [
-                (CUSTOM_OPS / name, ["-fopenmp"])
+                (CUSTOM_OPS / name, ["-fopenmp", LIMITED_API])
                 for name in ["ops.cpp", "relu.cpp", "fused_bias_relu.cpp"]
             ],
             "stable ABI (custom_ops_stable)": [
-                (STABLE / name, [TARGET]) for name in ["ops.cpp", "relu.cpp", "fused_bias_relu.cpp"]
+                (STABLE / name, [TARGET, LIMITED_API])
+                for name in ["ops.cpp", "relu.cpp", "fused_bias_relu.cpp"]
             ],
         }
         if with_cuda:

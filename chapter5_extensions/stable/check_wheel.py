@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from filelock import FileLock  # installed with torch
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 NEWER_TORCH = os.environ.get("NEWER_TORCH", "torch==2.13.0+cpu")
@@ -37,7 +39,13 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 def build_wheel(out: Path) -> Path:
-    """pip wheel --no-build-isolation against this environment's torch, CPU only."""
+    """pip wheel --no-build-isolation against this environment's torch, CPU only. Under
+    build_stable.py's lock: both compile into build/cpu."""
+    with FileLock(HERE / "build" / "build_stable.lock"):
+        return _build_wheel(out)
+
+
+def _build_wheel(out: Path) -> Path:
     start = time.perf_counter()
     env = {**os.environ, "USE_CUDA": "0", "MAX_JOBS": os.environ.get("MAX_JOBS", "2")}
     result = run(
@@ -98,6 +106,14 @@ def make_venv() -> Path:
 
 
 def main() -> int:
+    # Two runs at once (two pytest sessions in one checkout, pytest -n) would make the same venv
+    # together and break it: the second waits, then reuses the first one's venv.
+    (HERE / "build").mkdir(exist_ok=True)
+    with FileLock(HERE / "build" / "check_wheel.lock"):
+        return check()
+
+
+def check() -> int:
     print(f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}, {platform.machine()}")
     import torch
 

@@ -228,6 +228,23 @@ def test_opcheck(name, device, generator):
     opcheck(op, args)
 
 
+def test_torch_compile_traces_the_ops_without_a_graph_break(device, generator):
+    """fullgraph=True: the fake kernels and the Python autograd let Dynamo and AOTAutograd trace
+    through both ops (aot_eager: the traced graph runs eagerly, no inductor compile)."""
+    x = random((8, 16), torch.float32, device, generator, requires_grad=True)
+    bias = random((16,), torch.float32, device, generator, requires_grad=True)
+
+    def layer(a, b):
+        return custom_ops_stable.relu(custom_ops_stable.fused_bias_relu(a, b, 0.5) - 0.25)
+
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    y, y_ref = compiled(x, bias), layer(x, bias)
+    assert torch.equal(y, y_ref)
+    grads = torch.autograd.grad(y.sum(), (x, bias))
+    grads_ref = torch.autograd.grad(y_ref.sum(), (x, bias))
+    assert all(torch.equal(g, r) for g, r in zip(grads, grads_ref, strict=True))
+
+
 # ---- bad input, by its message (checked before any launch) -------------------------------------
 
 
