@@ -246,19 +246,25 @@ def test_compile_with_fullgraph_sees_the_kernels_and_matches_eager(generator):
     bias = random((384,), torch.float32, generator, requires_grad=True)
     grad_y = random((256, 384), torch.float32, generator)
 
-    def step(x, bias):
-        y = tfbr.fused_bias_relu(x * 2.0, bias, 0.5)
-        return torch.autograd.grad(y, (x, bias), grad_y)
+    def forward(x, bias):
+        return tfbr.fused_bias_relu(x * 2.0, bias, 0.5)
+
+    def forward_and_backward(fn):
+        y = fn(x, bias)
+        return (y, *torch.autograd.grad(y, (x, bias), grad_y))
 
     torch._dynamo.reset()
-    compiled = torch.compile(step, fullgraph=True)
-    got, codes = run_and_get_code(compiled, x, bias)
-    want = step(x, bias)
+    compiled = torch.compile(forward, fullgraph=True)  # an error, not a graph break, if it can't
+    # The forward's code is generated at the first call, the backward's at the first backward
+    # (AOTAutograd traces both through the op's register_autograd formula).
+    got, codes = run_and_get_code(forward_and_backward, compiled)
+    want = forward_and_backward(forward)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-4)
     # Inductor's code launches our kernels by name: it traced into the op, not around it.
     code = "\n".join(codes)
-    assert "fused_bias_relu_kernel" in code and "fused_bias_relu_backward_kernel" in code
+    for kernel in ("fused_bias_relu_kernel", "fused_bias_relu_backward_kernel", "sum_partials"):
+        assert kernel in code, f"{kernel} is not in the code torch.compile generated"
 
 
 if __name__ == "__main__":
