@@ -104,22 +104,30 @@ def fused_bias_relu_backward_kernel(
     tl.store(partials_ptr + split.to(tl.int64) * cols + col, tl.sum(sums, axis=0), mask=col < cols)
 
 
-# Backward, second pass: grad_bias[c] = the sum of partials[:, c], BLOCK_S splits at a time, always
-# in the same order. A few microseconds; the CUDA kernel saves this launch by letting the last
-# block of a column strip add the partials (an atomic counter and two fences).
+# Backward, second pass: grad_bias[c] = the sum of partials[:, c], always in the same order. At
+# most MAX_SPLITS partials a column, so the loop's length is known when the kernel compiles and
+# static_range unrolls it: all its loads are in flight at once, where a loop that waits for each
+# load in turn would take microseconds per step on the few programs this pass has (one per
+# BLOCK_N columns). Rows past `splits` are masked off: they move no memory. The CUDA kernel saves
+# this launch by letting the last block of a column strip add the partials (an atomic counter and
+# two fences).
 @triton.jit
 def sum_partials_kernel(
-    partials_ptr, grad_bias_ptr, splits, cols, BLOCK_S: tl.constexpr, BLOCK_N: tl.constexpr
+    partials_ptr,
+    grad_bias_ptr,
+    splits,
+    cols,
+    MAX_SPLITS: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     col = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     sums = tl.zeros((BLOCK_S, BLOCK_N), dtype=partials_ptr.dtype.element_ty)
-    start = 0
-    while start < splits:  # a for loop over range(0, splits, BLOCK_S), as in the kernel above
+    for start in tl.static_range(0, MAX_SPLITS, BLOCK_S):
         split = start + tl.arange(0, BLOCK_S)
         offsets = split.to(tl.int64)[:, None] * cols + col[None, :]
         mask = (split < splits)[:, None] & (col < cols)[None, :]
         sums += tl.load(partials_ptr + offsets, mask=mask, other=0)
-        start += BLOCK_S
     grad_bias = tl.sum(sums, axis=0)
     tl.store(grad_bias_ptr + col, grad_bias.to(grad_bias_ptr.dtype.element_ty), mask=col < cols)
 
@@ -130,12 +138,13 @@ def sum_partials_kernel(
 # per tensor. Rows narrower than 256 columns get taller tiles, so no lane idles.
 TILE = 2048
 NUM_WARPS = 4
-# The backward's row splits: about 256 rows each, at most 1,024 of them. Each split writes and the
-# second pass reads one partial per column, 8 bytes against 256 x 12 for the three big tensors
-# (0.3%), and the second pass adds at most 1,024 values a column.
+# The backward's row splits: at least 256 rows each, at most 512 of them. Each split writes and
+# the second pass reads one partial per column: 8 bytes against at least 256 x 12 for the three
+# big tensors (0.3% or less). At 2^28 float32 elements in rows of 1,024: 512 splits of 512 rows,
+# 2,048 programs for the first pass, 64 for the second (8 unrolled loads of 64 x 16 partials each).
 ROWS_PER_SPLIT = 256
-MAX_SPLITS = 1024
-PARTIALS_BLOCK_S, PARTIALS_BLOCK_N = 32, 32
+MAX_SPLITS = 512
+PARTIALS_BLOCK_S, PARTIALS_BLOCK_N = 64, 16
 
 
 def tile_shape(cols: int) -> tuple[int, int]:
@@ -269,7 +278,13 @@ def fused_bias_relu_backward(grad_y: Tensor, y: Tensor, scale: float) -> tuple[T
         num_warps=NUM_WARPS,
     )
     launcher(sum_partials_kernel)[(triton.cdiv(cols, PARTIALS_BLOCK_N),)](
-        partials, grad_bias, splits, cols, BLOCK_S=PARTIALS_BLOCK_S, BLOCK_N=PARTIALS_BLOCK_N
+        partials,
+        grad_bias,
+        splits,
+        cols,
+        MAX_SPLITS=MAX_SPLITS,
+        BLOCK_S=PARTIALS_BLOCK_S,
+        BLOCK_N=PARTIALS_BLOCK_N,
     )
     return grad_x, grad_bias
 
