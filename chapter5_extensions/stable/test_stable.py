@@ -39,8 +39,8 @@ TOLERANCES = {
     torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2),
 }
 DTYPES = list(TOLERANCES)
-# Empty, one element, odd, rows that are not whole 16-byte vectors, a large one (more vectors than
-# a grid of one block per 256 of them covers in one step is not needed: 2^20 + 3 has a tail).
+# Empty, one element, odd, rows that are not whole 16-byte vectors, and a large one whose
+# 2^20 + 3 elements leave a tail after the last whole vector.
 SHAPES = [(0,), (1,), (7,), (3, 0), (31, 17), (2, 3, 65), (33, 128), (2**20 + 3,)]
 
 
