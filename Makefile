@@ -127,6 +127,7 @@ clean:
 	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print | xargs rm -rf
 	rm -rf .pytest_cache .ruff_cache
 	rm -f chapter5_extensions/custom_ops/*.so chapter5_extensions/compile_commands.json
+	rm -rf chapter5_extensions/stable/build chapter5_extensions/stable/*.egg-info chapter5_extensions/stable/custom_ops_stable/*.so
 
 # `make print-env`: the build variables this Makefile exports (a debugging aid for the doctor).
 .PHONY: print-env
