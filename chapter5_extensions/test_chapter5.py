@@ -393,12 +393,14 @@ def test_conv_rnn_with_a_hidden_state_beyond_48_kib_of_shared_memory(generator):
     x, kernel, hidden = conv_rnn_inputs((2, 6, 8192, 3), torch.float32, "cuda", generator)
     out, expected = custom_ops.conv_rnn(x, kernel, hidden), reference_conv_rnn(x, kernel, hidden)
     torch.testing.assert_close(out, expected)
-    # The backward's dz takes as much, and its per-thread kernel sums 12 KiB more.
+    # The backward's dz takes as much, and its per-thread kernel sums 12 KiB more. Reference in
+    # float64; the kernel's gradient sums 98,304 terms, hence its 1e-3.
     grad_out = random(out.shape, torch.float32, "cuda", generator)
-    got = torch.autograd.grad(out, (x, kernel, hidden), grad_out)
-    want = torch.autograd.grad(expected, (x, kernel, hidden), grad_out)
+    got = conv_rnn_gradients((x, kernel, hidden), grad_out, custom_ops.conv_rnn)
+    inputs64 = [t.detach().double().requires_grad_() for t in (x, kernel, hidden)]
+    want = conv_rnn_gradients(inputs64, grad_out.double(), reference_conv_rnn)
     for g, w, tol in zip(got, want, (1e-5, 1e-3, 1e-5), strict=True):
-        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+        torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol)
 
 
 @pytest.mark.cuda
@@ -406,13 +408,13 @@ def test_conv_rnn_backward_takes_fewer_threads_when_shared_memory_is_short(gener
     """28,000 float features: dz takes 219 KiB, which leaves room for fewer than 1024 threads'
     kernel sums on an H100 (227 KiB a block); the backward launches fewer threads, each looping
     over more features, and still matches."""
-    x, kernel, hidden = conv_rnn_inputs((2, 3, 28_000, 3), torch.float32, "cuda", generator)
-    out, expected = custom_ops.conv_rnn(x, kernel, hidden), reference_conv_rnn(x, kernel, hidden)
-    grad_out = random(out.shape, torch.float32, "cuda", generator)
-    got = torch.autograd.grad(out, (x, kernel, hidden), grad_out)
-    want = torch.autograd.grad(expected, (x, kernel, hidden), grad_out)
+    inputs = conv_rnn_inputs((2, 3, 28_000, 3), torch.float32, "cuda", generator)
+    grad_out = random(inputs[0].shape, torch.float32, "cuda", generator)
+    got = conv_rnn_gradients(inputs, grad_out, custom_ops.conv_rnn)
+    inputs64 = [t.detach().double().requires_grad_() for t in inputs]
+    want = conv_rnn_gradients(inputs64, grad_out.double(), reference_conv_rnn)
     for g, w, tol in zip(got, want, (1e-5, 1e-3, 1e-5), strict=True):
-        torch.testing.assert_close(g, w, rtol=tol, atol=tol)
+        torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol)
 
 
 # Sizes for gradcheck: taps 1, 3 and 5 (more taps than features too), features 1 and odd, time
@@ -1143,14 +1145,13 @@ def test_every_cuda_kernel_on_small_shapes(dtype, generator):
 @pytest.mark.sanitize
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_conv_rnn_forward_and_backward_kernels_on_small_shapes(dtype, generator):
-    """Both kernels under the sanitizers: one feature, one step, no step, more features than a
-    block has threads (1100 > 1024), and the conv1d weight layout."""
+    """Both kernels under the sanitizers: one feature, one step, more features than a block has
+    threads (1100 > 1024), the conv1d weight layout, and no step at all."""
     tol = TOLERANCES[torch.float32] if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     for sizes, kernel_shape in [
         ((1, 1, 1, 1), None),
         ((2, 4, 40, 3), None),
         ((2, 3, 1100, 5), None),
-        ((2, 0, 8, 3), None),
         ((3, 5, 33, 3), (1, 1, 3)),
     ]:
         inputs = conv_rnn_inputs(sizes, dtype, "cuda", generator, kernel_shape)
@@ -1160,6 +1161,11 @@ def test_conv_rnn_forward_and_backward_kernels_on_small_shapes(dtype, generator)
         want = conv_rnn_gradients(inputs64, grad_out.double(), reference_conv_rnn)
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(g.double(), w, **tol)
+    # No step (the reference's empty output has no graph): the backward kernel still runs, for
+    # grad_hidden, and nothing reaches the kernel or the hidden state.
+    inputs = conv_rnn_inputs((2, 0, 8, 3), dtype, "cuda", generator)
+    grads = conv_rnn_gradients(inputs, torch.ones_like(inputs[0]), custom_ops.conv_rnn)
+    assert grads[0].shape == (2, 0, 8) and not grads[1].any() and not grads[2].any()
     torch.cuda.synchronize()
 
 
