@@ -83,7 +83,7 @@ def summarize(report: Path) -> str:
         "| elements | kernel | " + " | ".join(COLUMNS.values()) + " |",
         "| --- | --- | " + " | ".join("---:" for _ in COLUMNS) + " |",
     ]
-    to_us = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+    to_us = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
     size = -1
     for k in kernels.values():
         if "reduce_kernel" in k["name"]:
