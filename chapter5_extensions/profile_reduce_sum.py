@@ -6,6 +6,7 @@ float32 elements, for Nsight Compute to measure, and a markdown table of what it
     ncu --csv --clock-control none --profile-from-start off --metrics <METRICS below> \\
         python chapter5_extensions/profile_reduce_sum.py > ncu.csv
     python chapter5_extensions/profile_reduce_sum.py --summarize ncu.csv > reduce_sum_ncu.md
+    python chapter5_extensions/profile_reduce_sum.py --timeline     # the GPU's timeline, 2^24
 
 Only the launches between torch.cuda.profiler.start() and stop() are profiled: not the build,
 nor torch.compile's autotuning. ncu times each kernel alone (it replays it), so its durations
@@ -62,6 +63,45 @@ def run() -> None:
     torch.cuda.profiler.stop()
 
 
+def timeline() -> None:
+    """What the GPU runs for one call of each sum at 2^24 elements, as the benchmark times it:
+    after a 256 MB buffer is written (the cold-L2 flush, which leaves L2 full of dirty lines) and a
+    2 ms spin, then the call; torch.profiler's CUDA activity, each operation's time and the gap
+    before it (last of three calls)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import build_inplace
+
+    build_inplace.build_inplace()
+    import custom_ops
+
+    x = torch.randn(2**24, device="cuda")
+    flush = torch.empty(2**26, device="cuda")
+    compiled = torch.compile(torch.sum, dynamic=False)
+    sums = {"custom_ops.reduce_sum": custom_ops.reduce_sum, "torch.compile": compiled}
+    sums["torch.sum"] = torch.sum
+    for f in sums.values():
+        f(x)
+    torch.cuda.synchronize()
+    for name, f in sums.items():
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                flush.zero_()
+                torch.cuda._sleep(2_000_000)
+                f(x)
+            torch.cuda.synchronize()
+        events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        events.sort(key=lambda e: e.time_range.start)
+        print(name)
+        end = None
+        for e in events[-4:]:
+            gap = "" if end is None else f" gap {e.time_range.start - end:.1f} us"
+            print(f"   {e.name[:50]:50s} {e.time_range.end - e.time_range.start:8.1f} us{gap}")
+            end = e.time_range.end
+
+
 def kernel_label(name: str) -> str:
     if "reduce_kernel" in name:
         return "torch.sum (reduce_kernel)"
@@ -97,5 +137,7 @@ def summarize(report: Path) -> str:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--summarize":
         print(summarize(Path(sys.argv[2])), end="")
+    elif sys.argv[1:] == ["--timeline"]:
+        timeline()
     else:
         run()
