@@ -93,8 +93,22 @@ def make_venv() -> Path:
     shutil.rmtree(VENV, ignore_errors=True)
     run([sys.executable, "-m", "venv", str(VENV)], check=True)
     index = ["--extra-index-url", TORCH_INDEX] if index_reachable(TORCH_INDEX) else []
+    # Bounded: on a machine whose network drops packets (a GPU box with no way out) pip's default
+    # of 5 retries at 15 s each, for every file, held a test for minutes before it could skip.
+    bounded = ["--retries", "1", "--timeout", "20"]
     result = run(
-        [str(python), "-m", "pip", "install", "-q", *index, NEWER_TORCH, "numpy", "pytest"],
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            *bounded,
+            *index,
+            NEWER_TORCH,
+            "numpy",
+            "pytest",
+        ],
         capture_output=True,
     )
     if result.returncode != 0:
