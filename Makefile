@@ -44,6 +44,15 @@ ifeq ($(shell nvidia-smi -L 2>/dev/null),)
 export TORCH_CUDA_ARCH_LIST := 9.0
 endif
 endif
+# Without a GPU, Triton's kernels run only in its interpreter (chapter 5's test_triton.py), which
+# must be chosen before anything imports triton; in one pytest session torch.compile's tests do
+# that long before the Triton file's turn. CPU torch.compile does not use Triton, so nothing else
+# changes.
+ifeq ($(origin TRITON_INTERPRET),undefined)
+ifeq ($(shell nvidia-smi -L 2>/dev/null),)
+export TRITON_INTERPRET := 1
+endif
+endif
 # A toolkit with only nvcc lacks the cuBLAS/cuSPARSE headers that ATen/cuda/CUDAContext.h
 # includes; torch's pip wheels bring them in .venv's site-packages/nvidia/cu13/include. This is
 # for your own builds in a shell that ran make before: in a fresh clone make cannot see the .venv
