@@ -5,45 +5,29 @@ tests, the notebook and the scripts here call before `import custom_ops`.
 
 A user installs the package instead (`pip install --no-build-isolation ./chapter5_extensions`);
 building in place keeps the course's runs inside the repository and reuses the objects in
-build/cuda or build/cpu between runs (a cold build takes several minutes on 2 cores).
+build/cuda or build/cpu between runs (a cold build takes several minutes on 2 cores). The
+plumbing (a lock against two builds at once, a stamp that skips setup.py when nothing changed)
+is build_utils.build_inplace_with_setup_py.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from filelock import FileLock  # installed with torch, which locks its own JIT builds with it
-
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import build_utils  # noqa: E402
 
 
 def build_inplace(verbose: bool = False) -> None:
-    """Run setup.py build_ext --inplace here; raise with the compiler's output if it fails."""
-    start = time.perf_counter()
-    # Two builds at once (pytest -n 8, a second terminal) would write the same objects and the
-    # same .so together, and a process could load a half-written one. The second waits here for
-    # the first, then finds everything up to date.
-    (HERE / "build").mkdir(exist_ok=True)
-    with FileLock(HERE / "build" / "build_inplace.lock"):
-        result = subprocess.run(
-            [sys.executable, "setup.py", "build_ext", "--inplace"],
-            cwd=HERE,
-            env={**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count() or 1))},
-            capture_output=not verbose,
-            text=True,
-        )
-    if result.returncode != 0:
-        raise RuntimeError(
-            "building custom_ops failed (python setup.py build_ext --inplace in "
-            f"{HERE}):\n{(result.stdout or '')[-4000:]}\n{(result.stderr or '')[-4000:]}"
-        )
-    print(f"[chapter 5] custom_ops built in place in {time.perf_counter() - start:.1f} s")
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
+    """Build custom_ops here if anything it depends on changed; raise with the compiler's output
+    if the build fails."""
+    print(
+        f"[chapter 5] custom_ops: {build_utils.build_inplace_with_setup_py(HERE, verbose=verbose)}"
+    )
 
 
 if __name__ == "__main__":

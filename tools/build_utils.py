@@ -9,9 +9,12 @@ chapter folder builds on its own; tests/test_repo.py fails if they differ. Lesso
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -78,3 +81,64 @@ def cuda_include_paths() -> list[str]:
         return []
     found = [Path(p) / "cu13" / "include" for p in nvidia.__path__]
     return [str(p) for p in found if (p / "cusparse.h").exists()][:1]
+
+
+# The environment variables a setup.py build reads: a change to any of them must rebuild.
+BUILD_ENV = ("USE_CUDA", "DEBUG", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CXX", "CC", "CPATH")
+
+
+def build_fingerprint(folder: Path, env: dict) -> str:
+    """What a setup.py build in `folder` depends on: setup.py, every file under csrc/, the built
+    .so files, the environment variables in BUILD_ENV, the compilers that PATH finds, the torch
+    and Python versions. Sizes and modification times stand for the files' contents, as they do
+    for ninja and setuptools."""
+    digest = hashlib.sha256(f"{sys.version} torch {torch.__version__}\n".encode())
+    for key in BUILD_ENV:
+        digest.update(f"{key}={env.get(key)}\n".encode())
+    for tool in (env.get("CXX", "c++"), "nvcc"):
+        digest.update(f"{tool}: {shutil.which(tool, path=env.get('PATH'))}\n".encode())
+    files = [folder / "setup.py", *(folder / "csrc").rglob("*"), *folder.glob("*/_C*.so")]
+    for path in sorted(p for p in files if p.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(folder)} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def build_inplace_with_setup_py(folder: Path, env: dict | None = None, verbose=False) -> str:
+    """`python setup.py build_ext --inplace` in `folder`, unless nothing it depends on changed
+    since the last build there; returns what it did, for the caller to print.
+
+    Two builds at once (pytest -n 8, a second terminal) would write the same objects and the same
+    .so together, and a process could load a half-written one: a file lock makes the second wait,
+    and it then finds the first's work done. Even with nothing to compile, setup.py costs seconds
+    (it imports torch, asks ninja, may relink), and every test process and script calls this
+    before importing the package; build/inplace.stamp, written after each successful build,
+    records build_fingerprint() so that an unchanged build costs a few file stats instead.
+    """
+    from filelock import FileLock  # installed with torch, which locks its own JIT builds with it
+
+    env = {**os.environ, **(env or {})}
+    env.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
+    stamp = folder / "build" / "inplace.stamp"
+    if stamp.exists() and stamp.read_text() == build_fingerprint(folder, env):
+        return "up to date"
+    start = time.perf_counter()
+    stamp.parent.mkdir(exist_ok=True)
+    with FileLock(folder / "build" / "build_inplace.lock"):
+        if stamp.exists() and stamp.read_text() == build_fingerprint(folder, env):
+            return "built by another process"
+        result = subprocess.run(
+            [sys.executable, "setup.py", "build_ext", "--inplace"],
+            cwd=folder,
+            env=env,
+            capture_output=not verbose,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"building failed (python setup.py build_ext --inplace in {folder}):\n"
+                f"{(result.stdout or '')[-4000:]}\n{(result.stderr or '')[-4000:]}"
+            )
+        stamp.with_suffix(".tmp").write_text(build_fingerprint(folder, env))
+        stamp.with_suffix(".tmp").replace(stamp)  # whole or absent: never half-written
+    return f"built in {time.perf_counter() - start:.1f} s"

@@ -39,9 +39,10 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 def build_wheel(out: Path) -> Path:
-    """pip wheel --no-build-isolation against this environment's torch, CPU only. Under
-    build_stable.py's lock: both compile into build/cpu."""
-    with FileLock(HERE / "build" / "build_stable.lock"):
+    """pip wheel --no-build-isolation against this environment's torch, CPU only. Under the lock
+    of build_stable.py's in-place builds (build_utils.build_inplace_with_setup_py): both can
+    compile into build/cpu."""
+    with FileLock(HERE / "build" / "build_inplace.lock"):
         return _build_wheel(out)
 
 
