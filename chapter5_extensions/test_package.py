@@ -355,10 +355,6 @@ def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
     assert (tmp_path / "chapter5_cuda.md").read_text().count("|") > 20
 
 
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-v", "-rs"]))
-
-
 def test_profile_ops_shows_both_halves_and_writes_a_trace(tmp_path, capsys, import_own_script):
     """profile_ops.py profiles the cell loop and the layer (record_function) and writes a Chrome
     trace that names both."""
@@ -368,3 +364,20 @@ def test_profile_ops_shows_both_halves_and_writes_a_trace(tmp_path, capsys, impo
     trace = json.loads((tmp_path / "profile_ops.json").read_text())
     names = {event.get("name") for event in trace["traceEvents"]}
     assert {"cell loop", "layer"} <= names
+
+
+def test_export_and_aoti_package_run_in_a_new_process_with_our_library(
+    device, tmp_path, capsys, import_own_script
+):
+    """export_aoti.py: the exported graph calls our op, the AOTInductor package runs in a new
+    process with the library loaded (another batch size than exported, matching eager), and
+    fails to load without it, naming the operator."""
+    import_own_script("export_aoti").main(device.type, tmp_path)
+    out = capsys.readouterr().out
+    assert "custom_ops.fused_bias_relu.default" in out
+    assert "with our library loaded: ran (7, 64) and matched eager" in out
+    assert "without it: failed: Could not find schema for custom_ops::fused_bias_relu" in out
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-rs"]))

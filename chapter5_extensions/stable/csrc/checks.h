@@ -98,10 +98,11 @@ inline ScalarType opmath_dtype(const Tensor& t) {
 
 }  // namespace custom_ops_stable
 
-// AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...) is ATen's; the header-only API has the
-// same switch as THO_DISPATCH_SWITCH/THO_DISPATCH_CASE (torch/headeronly/core/Dispatch.h), which
-// define scalar_t in each case as AT_DISPATCH does.
-#define STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(TYPE, NAME, ...)                  \
+// double, float and both half types (float16, bfloat16): AT_DISPATCH_FLOATING_TYPES_AND2(kHalf,
+// kBFloat16, ...) is ATen's; the header-only API has the same switch as THO_DISPATCH_SWITCH/
+// THO_DISPATCH_CASE (torch/headeronly/core/Dispatch.h), which define scalar_t in each case as
+// AT_DISPATCH does.
+#define STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(TYPE, NAME, ...)                  \
   THO_DISPATCH_SWITCH(                                                            \
       TYPE, NAME,                                                                 \
       THO_DISPATCH_CASE(torch::headeronly::ScalarType::Double, __VA_ARGS__)       \

@@ -23,7 +23,7 @@ Tensor fused_bias_relu_cpu(const Tensor& x_in, const Tensor& bias_in, double sca
   // Whole rows per task, about 32K elements each: fewer tasks than that cost more to hand out
   // than they save (chapter 2).
   const int64_t grain_rows = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, cols));
-  STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "fused_bias_relu", [&] {
+  STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(x.scalar_type(), "fused_bias_relu", [&] {
     using opmath_t = opmath_type<scalar_t>;
     const scalar_t* in = x.const_data_ptr<scalar_t>();
     const scalar_t* b = bias.const_data_ptr<scalar_t>();
@@ -59,7 +59,7 @@ std::tuple<Tensor, Tensor> fused_bias_relu_backward_cpu(const Tensor& grad_y_in,
   const int64_t rows = cols == 0 ? 0 : y.numel() / cols;
   Tensor active_grad = torch::stable::empty(y.sizes(), opmath_dtype(y), std::nullopt, y.device());
   Tensor grad_x = torch::stable::empty_like(y);
-  STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(y.scalar_type(), "fused_bias_relu_backward", [&] {
+  STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(y.scalar_type(), "fused_bias_relu_backward", [&] {
     using acc_t = opmath_type<scalar_t>;
     const scalar_t* g = grad_y.const_data_ptr<scalar_t>();
     const scalar_t* out = y.const_data_ptr<scalar_t>();

@@ -13,7 +13,7 @@ Tensor relu_cpu(const Tensor& x_in) {
   check_floating(x_in, "relu", "x");
   const Tensor x = torch::stable::contiguous(x_in);  // any strides in (checks.h)
   Tensor y = torch::stable::empty_like(x);
-  STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "relu", [&] {
+  STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(x.scalar_type(), "relu", [&] {
     const scalar_t* in = x.const_data_ptr<scalar_t>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
     // at::parallel_for's stable twin (2.10+): the same thread pool, reached through the C shim.
@@ -32,7 +32,7 @@ Tensor relu_backward_cpu(const Tensor& grad_y_in, const Tensor& y_in) {
   check_same_shape(y_in, grad_y_in, op, "y", "grad_y");
   const Tensor y = torch::stable::contiguous(y_in), grad_y = torch::stable::contiguous(grad_y_in);
   Tensor grad_x = torch::stable::empty_like(y);
-  STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(y.scalar_type(), "relu_backward", [&] {
+  STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(y.scalar_type(), "relu_backward", [&] {
     const scalar_t* g = grad_y.const_data_ptr<scalar_t>();
     const scalar_t* out = y.const_data_ptr<scalar_t>();
     scalar_t* gx = grad_x.mutable_data_ptr<scalar_t>();

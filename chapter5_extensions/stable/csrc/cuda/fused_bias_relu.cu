@@ -194,7 +194,7 @@ Tensor fused_bias_relu_cuda(const Tensor& x_in, const Tensor& bias_in, double sc
   const int64_t numel = x.numel(), cols = x.size(-1);
   if (numel == 0) return y;
   cudaStream_t stream = current_stream(x);
-  STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "fused_bias_relu", [&] {
+  STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(x.scalar_type(), "fused_bias_relu", [&] {
     using opmath_t = opmath_type<scalar_t>;
     constexpr int kVec = 16 / sizeof(scalar_t);
     if (vector_width<scalar_t>({x.const_data_ptr(), bias.const_data_ptr(), y.const_data_ptr()},
@@ -249,7 +249,7 @@ std::tuple<Tensor, Tensor> fused_bias_relu_backward_cuda(const Tensor& grad_y_in
   if (rows == 0 || cols == 0) return {grad_x, torch::stable::new_zeros(y, bias_shape)};
   Tensor grad_bias = torch::stable::new_empty(y, bias_shape);
   cudaStream_t stream = current_stream(y);
-  STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(y.scalar_type(), "fused_bias_relu_backward", [&] {
+  STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(y.scalar_type(), "fused_bias_relu_backward", [&] {
     using acc_t = opmath_type<scalar_t>;
     with_vector_width<scalar_t>(
         {grad_y.const_data_ptr(), y.const_data_ptr(), grad_x.const_data_ptr()}, cols,

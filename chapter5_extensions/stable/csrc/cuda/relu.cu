@@ -65,7 +65,7 @@ Tensor relu_cuda(const Tensor& x_in) {
   const Tensor x = torch::stable::contiguous(x_in);  // a view is copied once (checks.h says why)
   Tensor y = torch::stable::empty_like(x);
   if (x.numel() == 0) return y;
-  STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "relu", [&] {
+  STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(x.scalar_type(), "relu", [&] {
     const scalar_t* in = x.const_data_ptr<scalar_t>();
     launch_relu<scalar_t, false>(in, in, y.mutable_data_ptr<scalar_t>(), x.numel(),
                                  current_stream(x));
@@ -82,7 +82,7 @@ Tensor relu_backward_cuda(const Tensor& grad_y_in, const Tensor& y_in) {
   const Tensor y = torch::stable::contiguous(y_in), grad_y = torch::stable::contiguous(grad_y_in);
   Tensor grad_x = torch::stable::empty_like(y);
   if (y.numel() == 0) return grad_x;
-  STABLE_DISPATCH_FLOATING_TYPES_AND_HALF(y.scalar_type(), "relu_backward", [&] {
+  STABLE_DISPATCH_FLOATING_AND_HALF_TYPES(y.scalar_type(), "relu_backward", [&] {
     launch_relu<scalar_t, true>(grad_y.const_data_ptr<scalar_t>(), y.const_data_ptr<scalar_t>(),
                                 grad_x.mutable_data_ptr<scalar_t>(), y.numel(), current_stream(y));
   });
