@@ -1,7 +1,7 @@
 """Way 3 of building addone: ahead of time, as an installable package, with setuptools.
 
-    pip install --no-build-isolation ./chapter1_cpp_to_python
-    python -c "import torch, chapter1_addone; print(chapter1_addone.addone(41))"
+    .venv/bin/pip install --no-build-isolation ./chapter1_cpp_to_python
+    .venv/bin/python -c "import torch, chapter1_addone; print(chapter1_addone.addone(41))"
 
 --no-build-isolation: pip normally builds in a fresh environment holding only the build tools,
 where `from torch.utils.cpp_extension import ...` below fails; this builds against the torch

@@ -18,9 +18,26 @@ import time
 from pathlib import Path
 
 import torch
-from torch.utils.cpp_extension import CUDA_HOME
+import torch.utils.cpp_extension
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def default_cuda_home() -> str | None:
+    """CUDA_HOME, set to /usr/local/cuda when it is unset and holds bin/nvcc, as the Makefile does.
+
+    Without it torch guesses the toolkit as the folder above the first nvcc on PATH, and a launcher
+    script such as /usr/local/bin/nvcc makes that /usr/local: compiling works, linking fails with
+    "cannot find -lcudart" (docs/troubleshooting.md). A command pasted from a lesson into a plain
+    shell then builds what `make` builds. Runs at import; torch's own value is updated too, since
+    the chapters' loaders import torch.utils.cpp_extension first."""
+    unset = "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ
+    if unset and Path("/usr/local/cuda/bin/nvcc").exists():
+        os.environ["CUDA_HOME"] = torch.utils.cpp_extension.CUDA_HOME = "/usr/local/cuda"
+    return torch.utils.cpp_extension.CUDA_HOME
+
+
+CUDA_HOME = default_cuda_home()
 
 
 def build_root() -> Path:
@@ -117,6 +134,7 @@ def build_inplace_with_setup_py(folder: Path, env: dict | None = None, verbose=F
     """
     from filelock import FileLock  # installed with torch, which locks its own JIT builds with it
 
+    default_cuda_arch_list()  # as the Makefile sets it, so a plain shell and make build alike
     env = {**os.environ, **(env or {})}
     env.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
     stamp = folder / "build" / "inplace.stamp"
