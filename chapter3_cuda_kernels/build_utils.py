@@ -134,7 +134,10 @@ def build_inplace_with_setup_py(folder: Path, env: dict | None = None, verbose=F
     """
     from filelock import FileLock  # installed with torch, which locks its own JIT builds with it
 
-    default_cuda_arch_list()  # as the Makefile sets it, so a plain shell and make build alike
+    # As under make, so that a plain shell builds alike: the Makefile's TORCH_CUDA_ARCH_LIST, and
+    # the venv's ninja (another one finds the build log "too old" and recompiles everything).
+    default_cuda_arch_list()
+    put_ninja_on_path()
     env = {**os.environ, **(env or {})}
     env.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
     stamp = folder / "build" / "inplace.stamp"
