@@ -170,6 +170,70 @@ def test_shared_helpers_are_identical_copies(name):
     )
 
 
+# Helpers and kernels that live in files which otherwise differ (another namespace, another API
+# around them): the definitions themselves must stay the same text. chapter 5's stable package
+# ports only the host code of custom_ops, which is why its results are the same bits.
+SHARED_DEFINITIONS = {
+    "checks.h": {
+        "files": ["chapter2_tensor_api/checks.h", "chapter5_extensions/csrc/checks.h"],
+        "names": ["check_floating", "check_like", "check_same_shape", "check_bias_op"],
+    },
+    "launch_utils.cuh": {
+        "files": [
+            "chapter3_cuda_kernels/launch_utils.cuh",
+            "chapter5_extensions/csrc/cuda/launch_utils.cuh",
+            "chapter5_extensions/stable/csrc/cuda/launch_utils.cuh",
+        ],
+        "names": ["AlignedVector", "ceil_div", "vector_width", "with_vector_width"],
+    },
+    "fused_bias_relu.cu": {
+        "files": [
+            "chapter5_extensions/csrc/cuda/fused_bias_relu.cu",
+            "chapter5_extensions/stable/csrc/cuda/fused_bias_relu.cu",
+        ],
+        "names": "every kernel",
+    },
+    "relu.cu": {
+        "files": [
+            "chapter5_extensions/csrc/cuda/relu.cu",
+            "chapter5_extensions/stable/csrc/cuda/relu.cu",
+        ],
+        "names": "every kernel",
+    },
+}
+
+
+def cpp_definitions(path: Path) -> dict[str, str]:
+    """A C++ file's top-level functions and structs by name: from the line that starts one at
+    column 0 (with the template line above it) to its closing brace at column 0."""
+    lines, found, start = path.read_text().splitlines(), {}, None
+    for i, line in enumerate(lines):
+        opens = line[:1].isalpha() or line.startswith("__")  # __global__, __device__
+        if start is None and opens and "(" in line and not line.startswith("namespace"):
+            start = i - 1 if lines[i - 1].startswith("template") else i
+        if start is not None and (line in ("}", "};") or (line.endswith("}") and i == start)):
+            signature = next(row for row in lines[start : i + 1] if "(" in row)
+            name = signature.split("{" if signature.startswith("struct") else "(")[0].split()[-1]
+            found[name] = "\n".join(lines[start : i + 1])
+            start = None
+    return found
+
+
+@pytest.mark.parametrize("group", SHARED_DEFINITIONS)
+def test_shared_definitions_are_the_same_text(group):
+    """A fix to one copy must reach the others: this fails until it does."""
+    first, *others = [REPO / f for f in SHARED_DEFINITIONS[group]["files"]]
+    original = cpp_definitions(first)
+    names = SHARED_DEFINITIONS[group]["names"]
+    if names == "every kernel":
+        names = [name for name, text in original.items() if "__global__" in text]
+    assert names, f"nothing to compare in {first}"
+    for other in others:
+        theirs = cpp_definitions(other)
+        differ = [name for name in names if theirs.get(name) != original.get(name)]
+        assert differ == [], f"{other.relative_to(REPO)}: {differ} differ from {first.name}'s"
+
+
 def test_no_chapter_defines_a_shared_helper_again():
     """The functions of the shared copies live there only: a second definition elsewhere is the
     drift the copies exist to prevent."""

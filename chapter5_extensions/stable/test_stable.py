@@ -327,45 +327,6 @@ def test_matches_custom_ops_bit_for_bit(dtype, shape, device, generator):
     assert torch.equal(mine[0], theirs[0]) and torch.equal(mine[1], theirs[1])
 
 
-def definitions(path: Path) -> dict[str, str]:
-    """The file's top-level C++ functions and structs by name: from the line that starts one at
-    column 0 (with the template line above it) to its closing brace at column 0."""
-    lines, found, start = path.read_text().splitlines(), {}, None
-    for i, line in enumerate(lines):
-        opens = line[:1].isalpha() or line.startswith("__")  # __global__, __device__
-        if start is None and opens and "(" in line and not line.startswith("namespace"):
-            start = i - 1 if lines[i - 1].startswith("template") else i
-        if start is not None and (line in ("}", "};") or (line.endswith("}") and i == start)):
-            signature = next(row for row in lines[start : i + 1] if "(" in row)
-            name = signature.split("{" if signature.startswith("struct") else "(")[0].split()[-1]
-            found[name] = "\n".join(lines[start : i + 1])
-            start = None
-    return found
-
-
-@pytest.mark.parametrize(
-    "path, shared",
-    [
-        ("fused_bias_relu.cu", "every kernel and device function"),
-        ("relu.cu", "every kernel and device function"),
-        ("launch_utils.cuh", ["AlignedVector", "ceil_div", "vector_width", "with_vector_width"]),
-    ],
-)
-def test_the_kernels_are_the_same_text_as_custom_ops(path, shared):
-    """The stable package ports the host code only; the device code stays the text of
-    ../csrc/cuda, which is why the results are the same bits. A fix to one copy must reach the
-    other: this fails until it does."""
-    ours = definitions(HERE / "csrc" / "cuda" / path)
-    theirs = definitions(HERE.parent / "csrc" / "cuda" / path)
-    if isinstance(shared, str):
-        shared = [
-            name for name, text in ours.items() if "__global__" in text or "__device__" in text
-        ]
-        assert any("__global__" in ours[name] for name in shared), f"no kernel found in {path}"
-    for name in shared:
-        assert ours.get(name) == theirs.get(name), f"{path}: {name} differs from custom_ops' copy"
-
-
 # ---- the ABI: the audit, and the wheel on a newer torch ----------------------------------------
 
 
