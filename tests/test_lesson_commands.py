@@ -58,14 +58,25 @@ SKIPPED: list[tuple[str, str]] = [
     ),
 ]
 
-# Commands that fail in a plain shell and are in lessons this file's authors may not edit: each
-# is expected to fail (strictly: once it works, pytest says so and the entry must go).
+# Commands that fail in a plain shell, in lessons this file's authors may not edit: (pattern,
+# why, strict). Each is expected to fail; strict: once it works, pytest says so (XPASS) and the
+# entry must go.
 NO_VENV = "a plain shell's {} is not .venv's (no torch there); the lesson should say .venv/bin/{}"
-KNOWN_BROKEN: list[tuple[str, str]] = [
-    (r"^python chapter(2|3|5)_", NO_VENV.format("python", "python")),
-    (r"^pip (install|wheel) .*chapter5_extensions", NO_VENV.format("pip", "pip")),
-    (r"^cd /tmp/scaled_gelu && pytest ", NO_VENV.format("pytest", "pytest")),
-    (r"^torchrun .*chapter5_extensions/", NO_VENV.format("torchrun", "torchrun")),
+KNOWN_BROKEN: list[tuple[str, str, bool]] = [
+    (
+        r"^python chapter(2|3|5)_(?!extensions/scaffold\.py)",
+        NO_VENV.format("python", "python"),
+        True,
+    ),
+    (
+        r"^python chapter5_extensions/scaffold\.py",
+        "a bare python: it needs no torch, so it runs where a plain shell has a `python` (pyenv), "
+        "not where it has only python3 (Debian); the lesson should say .venv/bin/python",
+        False,
+    ),
+    (r"^pip (install|wheel) .*chapter5_extensions", NO_VENV.format("pip", "pip"), True),
+    (r"^cd /tmp/scaled_gelu && pytest ", NO_VENV.format("pytest", "pytest"), True),
+    (r"^torchrun .*chapter5_extensions/", NO_VENV.format("torchrun", "torchrun"), True),
 ]
 
 # The lessons' fences: plain ``` and the shell languages hold commands; ```text is output.
@@ -215,9 +226,9 @@ def marks(command: LessonCommand) -> list[pytest.MarkDecorator]:
             return [group, pytest.mark.skip(reason=f"not run here: {why}")]
     if command.needs_gpu and torch.cuda.is_available():
         return [group, pytest.mark.skip(reason="a benchmark's GPU run: make gpu-bench runs it")]
-    for pattern, why in KNOWN_BROKEN:
+    for pattern, why, strict in KNOWN_BROKEN:
         if re.search(pattern, command.command):
-            return [group, pytest.mark.xfail(reason=why, strict=True)]
+            return [group, pytest.mark.xfail(reason=why, strict=strict)]
     return [group]
 
 
@@ -269,6 +280,9 @@ def test_lesson_command_works_in_a_plain_shell(lesson_command: LessonCommand):
     tail = "\n".join(output.splitlines()[-40:])
     said = f"`{lesson_command.command}` ({where}) in a plain shell"
     assert returncode is not None, f"{said} ran past {TIMEOUT_S} s; the end of its output:\n{tail}"
-    assert returncode == 0, f"{said} exited {returncode}; the end of its output:\n{tail}"
     if lesson_command.needs_gpu:  # and no GPU here: it must say so, not silently do nothing
         assert GPU_MESSAGE.search(output), f"{said} did not say it needs a GPU:\n{tail}"
+        # 2: the benchmark.py files' "nothing measured" (their test_benchmark_says_it_needs_a_gpu)
+        assert returncode in (0, 2), f"{said} exited {returncode}; the end of its output:\n{tail}"
+    else:
+        assert returncode == 0, f"{said} exited {returncode}; the end of its output:\n{tail}"
