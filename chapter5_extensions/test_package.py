@@ -86,8 +86,9 @@ def test_compile_commands_lists_every_source(import_own_script):
 
 
 def test_ddp_with_two_processes_matches_one_process():
-    """torchrun --nproc_per_node=2 on the CPU (gloo): the custom layer trained with DDP ends with
-    the same weights as a single process trained on the whole batch."""
+    """torchrun --nproc_per_node=2 on the CPU (gloo): each model of custom layers (FusedBiasReLU,
+    the LSTM layer) trained with DDP ends with the same weights as one process on the whole
+    batch."""
     result = subprocess.run(
         [
             sys.executable,
@@ -107,7 +108,8 @@ def test_ddp_with_two_processes_matches_one_process():
         timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "DDP (2 processes) matches one process" in result.stdout
+    for model in ("FusedBiasReLU", "LSTM"):
+        assert f"{model} model: DDP (2 processes) matches one process" in result.stdout
 
 
 def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path, import_own_script):
