@@ -176,7 +176,7 @@ def test_shared_helpers_are_identical_copies(name):
 SHARED_DEFINITIONS = {
     "checks.h": {
         "files": ["chapter2_tensor_api/checks.h", "chapter5_extensions/csrc/checks.h"],
-        "names": ["check_floating", "check_like", "check_same_shape", "check_bias_op"],
+        "names": ["check_like", "check_same_shape", "check_bias_op"],
     },
     "launch_utils.cuh": {
         "files": [
@@ -184,7 +184,14 @@ SHARED_DEFINITIONS = {
             "chapter5_extensions/csrc/cuda/launch_utils.cuh",
             "chapter5_extensions/stable/csrc/cuda/launch_utils.cuh",
         ],
-        "names": ["AlignedVector", "ceil_div", "vector_width", "with_vector_width"],
+        "names": ["AlignedVector", "ceil_div"],
+    },
+    "launch_utils.cuh, chapter 5": {
+        "files": [
+            "chapter5_extensions/csrc/cuda/launch_utils.cuh",
+            "chapter5_extensions/stable/csrc/cuda/launch_utils.cuh",
+        ],
+        "names": ["vector_width", "with_vector_width"],
     },
     "fused_bias_relu.cu": {
         "files": [
