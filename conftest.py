@@ -47,12 +47,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # (a separate kernel, under nbmake's timeout) then loads the cached build instead of
     # compiling it. (Collected in file order, chapterN.ipynb would come before test_chapterN.py.)
     items.sort(key=lambda item: item.path.suffix == ".ipynb")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Under pytest -n, the slow tests first, longest first (`slow(seconds=N)`: about how long
+        # the test takes in make gpu-check): each starts on a worker of its own while the
+        # thousands of quick tests fill the others, instead of one starting near the end and
+        # keeping the whole run waiting for it.
+        items.sort(key=_slow_first)
     if HAS_CUDA:
         return
     skip_cuda = pytest.mark.skip(reason=NO_CUDA_REASON)
     for item in items:
         if item.get_closest_marker("cuda"):
             item.add_marker(skip_cuda)
+
+
+def _slow_first(item: pytest.Item) -> tuple[int, float]:
+    slow = item.get_closest_marker("slow")
+    return (1, 0.0) if slow is None else (0, -slow.kwargs.get("seconds", 0))
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])

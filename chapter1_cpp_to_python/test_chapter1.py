@@ -74,7 +74,7 @@ def test_addone_reports_which_build_is_loaded(addone):
 # ---- the other two ways to build --------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=40)
 def test_load_inline_builds_a_working_module():
     import load_inline_example
 
@@ -90,7 +90,7 @@ def _run_python(code: str, pythonpath: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=45)
 def test_setup_py_builds_a_wheel_that_installs_and_imports(tmp_path):
     wheel_dir, site = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]

@@ -305,6 +305,7 @@ def test_demo_runs(capsys, import_own_script):
     assert "matches torch" in out and "bias must have" in out
 
 
+@pytest.mark.slow
 def test_benchmark_quick_run_writes_its_tables(tmp_path, import_own_script):
     benchmark = import_own_script("benchmark")
 

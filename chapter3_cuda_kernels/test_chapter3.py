@@ -432,6 +432,7 @@ def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
 
 
 @pytest.mark.cuda
+@pytest.mark.slow
 def test_benchmark_quick_run_writes_its_tables_and_plot(tmp_path, import_own_script):
     benchmark = import_own_script("benchmark")
 

@@ -532,6 +532,7 @@ def test_conv_rnn_backward_is_deterministic(device, generator):
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow(seconds=120)
 def test_conv_rnn_forward_and_backward_compile_with_fullgraph(device, generator):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), custom_ops.ConvRNN(8, 3)).to(device)
@@ -752,6 +753,7 @@ class TinyModel(torch.nn.Module):
         return custom_ops.reduce_sum(custom_ops.relu(h) * c)
 
 
+@pytest.mark.slow(seconds=120)
 def test_a_model_of_custom_ops_compiles_with_fullgraph_and_matches_eager(device):
     torch.manual_seed(0)
     model = TinyModel().to(device)

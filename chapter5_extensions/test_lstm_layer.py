@@ -560,6 +560,7 @@ def test_rejects_mixed_devices():
         pytest.param("cuda", 200, id="cuda", marks=pytest.mark.cuda),
     ],
 )
+@pytest.mark.slow
 def test_training_with_ours_follows_the_loss_curve_of_nn_lstm(device, steps, capsys):
     """lstm_train.py trains the same model from the same start with each LSTM; it fails when the
     curves part by more than its tolerance."""
@@ -579,6 +580,7 @@ def test_benchmark_says_it_needs_a_gpu(capsys):
 
 
 @pytest.mark.cuda
+@pytest.mark.slow
 def test_benchmark_quick_run_writes_its_table(tmp_path):
     import benchmark_lstm
 

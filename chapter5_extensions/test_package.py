@@ -31,6 +31,7 @@ CAN_BUILD_CUDA = torch.version.cuda is not None and CUDA_HOME is not None
 # ---- the package as a user meets it ------------------------------------------------------------
 
 
+@pytest.mark.slow(seconds=100)
 def test_a_cpu_only_wheel_installs_and_imports_from_elsewhere(tmp_path):
     """USE_CUDA=0: build a wheel, install it into an empty folder, import it from there in a new
     Python, and run an op. (The CPU-only objects are cached in build/cpu between runs.)"""
@@ -73,6 +74,7 @@ def test_a_cpu_only_wheel_installs_and_imports_from_elsewhere(tmp_path):
     assert out[0].startswith(str(target)) and out[1] == "False" and out[2] == "[[0.0, 2.5]]"
 
 
+@pytest.mark.slow
 def test_compile_commands_lists_every_source(import_own_script):
     compile_commands = import_own_script("compile_commands")
     path = compile_commands.main([])
@@ -85,6 +87,7 @@ def test_compile_commands_lists_every_source(import_own_script):
     assert all("torch/include" in (e.get("command") or " ".join(e["arguments"])) for e in entries)
 
 
+@pytest.mark.slow
 def test_ddp_with_two_processes_matches_one_process():
     """torchrun --nproc_per_node=2 on the CPU (gloo): each model of custom layers (FusedBiasReLU,
     the LSTM layer) trained with DDP ends with the same weights as one process on the whole
@@ -112,6 +115,7 @@ def test_ddp_with_two_processes_matches_one_process():
         assert f"{model} model: DDP (2 processes) matches one process" in result.stdout
 
 
+@pytest.mark.slow(seconds=100)
 def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path, import_own_script):
     scaffold = import_own_script("scaffold")
     files = scaffold.scaffold("scaled_copy", tmp_path)
@@ -147,6 +151,7 @@ def run_python(script: str, timeout: int = 900) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow(seconds=90)
 def test_load_jit_builds_the_library_and_registers_its_operators():
     """load_jit.py in a new process: the JIT build (CPU-only without a GPU) registers every
     operator, and the package's Python half (custom_ops.LSTM, autograd) works on top of it."""
@@ -173,6 +178,7 @@ def test_load_jit_after_import_custom_ops_reuses_the_package_build():
     assert "already registered by" in result.stdout and "reused" in result.stdout
 
 
+@pytest.mark.slow(seconds=90)
 def test_loading_both_builds_in_one_process_fails_on_the_second_registration():
     """What load_jit.py avoids: the JIT build, then the package's own .so loaded directly. The
     error is thrown while the .so loads and ends the process (std::terminate: SIGABRT)."""
@@ -190,6 +196,7 @@ def test_loading_both_builds_in_one_process_fails_on_the_second_registration():
 # ---- the scripts a reader runs ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_example_usage_runs(capsys, import_own_script):
     import_own_script("example_usage").main()
     out = capsys.readouterr().out
@@ -338,6 +345,7 @@ def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
     assert "needs a CUDA GPU" in capsys.readouterr().out
 
 
+@pytest.mark.slow(seconds=80)
 def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path, import_own_script):
     """call_cost.py builds call_cost.cpp, checks each way in against torch.relu, and writes its
     table (on the CPU here; the lesson's numbers come from a GPU)."""
@@ -351,12 +359,14 @@ def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path, import_own_script)
 
 
 @pytest.mark.cuda
+@pytest.mark.slow
 def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
     benchmark = import_own_script("benchmark")
     assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "chapter5_cuda.md").read_text().count("|") > 20
 
 
+@pytest.mark.slow
 def test_profile_ops_shows_both_halves_and_writes_a_trace(tmp_path, capsys, import_own_script):
     """profile_ops.py profiles the cell loop and the layer (record_function) and writes a Chrome
     trace that names both."""
@@ -368,6 +378,7 @@ def test_profile_ops_shows_both_halves_and_writes_a_trace(tmp_path, capsys, impo
     assert {"cell loop", "layer"} <= names
 
 
+@pytest.mark.slow(seconds=180)
 def test_export_and_aoti_package_run_in_a_new_process_with_our_library(
     device, tmp_path, capsys, import_own_script
 ):

@@ -239,6 +239,7 @@ def test_opcheck(op, test_util, generator):
 
 
 @needs_compiled_kernels
+@pytest.mark.slow
 def test_compile_with_fullgraph_sees_the_kernels_and_matches_eager(generator):
     from torch._inductor.utils import run_and_get_code
 

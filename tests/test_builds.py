@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import setuptools
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,6 +75,7 @@ def test_an_unchanged_build_skips_setup_py_and_a_touched_header_rebuilds(tmp_pat
     assert build_utils.build_inplace_with_setup_py(folder, {"DEBUG": "1"}).startswith("built in")
 
 
+@pytest.mark.slow
 def test_two_builds_started_at_once_both_succeed(tmp_path):
     """What pytest -n 8, or `make test` in one terminal and `make check` in another, does: the
     second waits on the lock, then finds the first's build (no half-written .so is loaded)."""

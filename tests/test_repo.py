@@ -110,6 +110,7 @@ def test_gpu_check_runs_steps_side_by_side_and_keeps_their_order(tmp_path):
     assert all(f"step {i}" in log.read_text() for i in range(3))
 
 
+@pytest.mark.slow
 def test_two_builds_of_one_exercise_at_once_both_succeed(tmp_path, monkeypatch):
     """make check in two terminals, or pytest -n: the second build waits for the first (a file
     lock in check_exercise.build) instead of emptying its folder under it. The folder starts

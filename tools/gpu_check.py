@@ -1,6 +1,6 @@
 """make gpu-check / make gpu-bench: every GPU claim of the course checked, on a machine with a GPU.
 
-    make gpu-check                    # build, tests, sanitizers (a few minutes on 16 cores)
+    make gpu-check                    # build, tests, sanitizers (about 6 minutes on 16 cores)
     make gpu-bench                    # every chapter's benchmark.py and Nsight Compute profile
     make gpu-check PY=python3         # with an interpreter that already has torch (the GPU machine)
     python tools/gpu_check.py --out DIR --skip-sanitizer --skip-benchmarks
@@ -8,11 +8,10 @@
 Steps: the environment (make doctor's report; an error stops the run, except a $CXX that links
 libstdc++ statically, for which the run takes the doctor's fix, CXX=c++, and says so), build every
 chapter (all at once, MAX_JOBS jobs each), run all tests with CUDA (the exercises' checker
-included) over --workers pytest-xdist workers, then rerun the tests marked `sanitize` and the
-CUDA exercises' solutions (`--small`) under each compute-sanitizer tool (four runs at once),
-then, unless
---skip-benchmarks, run every chapter's benchmark.py, and its profile_kernels.py under Nsight
-Compute where it has one (--only-benchmarks: just those). Writes gpu_check.json and gpu_check.md
+included) over --workers pytest-xdist workers, and beside them the tests marked `sanitize` and
+the CUDA exercises' solutions (`--small`) under each compute-sanitizer tool (four runs at once);
+then, unless --skip-benchmarks, run every chapter's benchmark.py, and its profile_kernels.py under
+Nsight Compute where it has one (--only-benchmarks: just those). Writes gpu_check.json and gpu_check.md
 (device, versions, date, each step's result and seconds) and the benchmarks' own tables to --out
 (default: $OUT if set, else docs/perf/). Exits non-zero if any step failed.
 """
@@ -227,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--workers",
-        default="8",
-        help="pytest-xdist workers for the tests (pytest -n; 0: one process)",
+        default=str(max(1, (os.cpu_count() or 2) - 2)),
+        help="pytest-xdist workers for the tests (pytest -n; 0: one process); default: the "
+        "cores less two, which the builds and compilers the tests start use",
     )
     parser.add_argument(
         "--benchmarks",
@@ -299,6 +299,10 @@ def share_the_cores(workers: int) -> dict:
     env = dict(os.environ)
     if workers > 1 and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+    # torch.compile's C++ compiler runs: by default each test process starts its own pool of one
+    # compiler process per core, every one of which imports torch first.
+    if workers > 1:
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     return env
 
 
@@ -320,16 +324,19 @@ def build_test_sanitize(args, log: Path, python: str) -> list[dict]:
     if workers and importlib.util.find_spec("xdist") is None:
         print("\ngpu-check: pytest-xdist is not installed; the tests run in one process")
         workers = []
-    tests = run_step(
-        "tests (all, CUDA)",
-        [*pytest, *workers, "--durations=15", "tests", *map(str, CHAPTERS)],
-        log,
-        env=share_the_cores(int(args.workers)),
-    )
-    tests["summary"] = pytest_summary(tests.pop("tail"))
-    steps.append(tests)
-    # After the tests, not beside them: run beside, the two slowed each other past their sum.
-    return steps + sanitize(args, log, python, pytest)
+    # The sanitizers beside the tests: the tests' last minutes are a few long ones (builds,
+    # AOTInductor) on a few workers, and the sanitizers' processes fill the idle cores and GPU.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        sanitized = pool.submit(sanitize, args, log, python, pytest)
+        tests = run_step(
+            "tests (all, CUDA)",
+            [*pytest, *workers, "--durations=40", "tests", *map(str, CHAPTERS)],
+            log,
+            env=share_the_cores(int(args.workers)),
+        )
+        tests["summary"] = pytest_summary(tests.pop("tail"))
+        steps.append(tests)
+        return steps + sanitized.result()
 
 
 def sanitize(args, log: Path, python: str, pytest: list[str]) -> list[dict]:
@@ -362,7 +369,7 @@ def sanitize(args, log: Path, python: str, pytest: list[str]) -> list[dict]:
         return steps
     # Without PyTorch's caching allocator every tensor is its own cudaMalloc, so memcheck sees an
     # access past a tensor's end and initcheck an unwritten one.
-    no_caching = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    no_caching = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "OMP_NUM_THREADS": "1"}
     # A sanitizer slows a check many times over: the checker's per-check limit goes up to match.
     no_caching["EXERCISE_CHECK_TIMEOUT"] = "900"
     checker = [python, str(REPO / "tools" / "check_exercise.py")]
