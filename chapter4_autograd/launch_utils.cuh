@@ -19,29 +19,27 @@ struct alignas(sizeof(scalar_t) * kVec) AlignedVector {
   scalar_t val[kVec];
 };
 
-// The widest vector (in elements, at most 16 bytes) at which every pointer is aligned. A view
-// such as x[1:] starts 4 bytes into a float buffer, so it gets width 1: vectorized code must
-// either check this or read past the start of a row.
+// The widest vector (in elements, at most 16 bytes) at which every pointer is aligned and, when
+// `divides` is nonzero, that divides it. A view such as x[1:] is contiguous but starts one element
+// in: it gets 1, not a misaligned load.
 template <typename scalar_t>
-int max_vector_width(std::initializer_list<const void*> pointers) {
+int vector_width(std::initializer_list<const void*> pointers, int64_t divides) {
   int width = 16 / static_cast<int>(sizeof(scalar_t));
   for (const void* p : pointers) {
     while (width > 1 && reinterpret_cast<std::uintptr_t>(p) % (width * sizeof(scalar_t)) != 0) {
       width /= 2;
     }
   }
+  while (divides != 0 && width > 1 && divides % width != 0) width /= 2;
   return width;
 }
 
-// Calls launch(std::integral_constant<int, W>{}) with W the widest width from max_vector_width
-// that also divides `divides` (0: no such condition, e.g. for a flat tensor). The kernel is a
-// template on W, so each width is its own instantiation, chosen here at run time.
+// Calls launch(std::integral_constant<int, W>{}) with W = vector_width(pointers, divides): one
+// kernel instantiation per width.
 template <typename scalar_t, typename Launch>
 void with_vector_width(std::initializer_list<const void*> pointers, int64_t divides,
                        Launch launch) {
-  int width = max_vector_width<scalar_t>(pointers);
-  while (divides != 0 && width > 1 && divides % width != 0) width /= 2;
-  switch (width) {
+  switch (vector_width<scalar_t>(pointers, divides)) {
     case 8:
       if constexpr (16 / sizeof(scalar_t) >= 8) launch(std::integral_constant<int, 8>{});
       break;

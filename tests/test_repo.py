@@ -177,7 +177,7 @@ def test_shared_helpers_are_identical_copies(name):
 SHARED_DEFINITIONS = {
     "checks.h": {
         "files": ["chapter2_tensor_api/checks.h", "chapter5_extensions/csrc/checks.h"],
-        "names": ["check_like", "check_same_shape", "check_bias_op"],
+        "names": ["check_floating", "check_like", "check_same_shape", "check_bias_op"],
     },
     "launch_utils.cuh": {
         "files": [
@@ -185,14 +185,7 @@ SHARED_DEFINITIONS = {
             "chapter5_extensions/csrc/cuda/launch_utils.cuh",
             "chapter5_extensions/stable/csrc/cuda/launch_utils.cuh",
         ],
-        "names": ["AlignedVector", "ceil_div"],
-    },
-    "launch_utils.cuh, chapter 5": {
-        "files": [
-            "chapter5_extensions/csrc/cuda/launch_utils.cuh",
-            "chapter5_extensions/stable/csrc/cuda/launch_utils.cuh",
-        ],
-        "names": ["vector_width", "with_vector_width"],
+        "names": ["AlignedVector", "ceil_div", "vector_width", "with_vector_width"],
     },
     "fused_bias_relu.cu": {
         "files": [
@@ -240,6 +233,30 @@ def test_shared_definitions_are_the_same_text(group):
         theirs = cpp_definitions(other)
         differ = [name for name in names if theirs.get(name) != original.get(name)]
         assert differ == [], f"{other.relative_to(REPO)}: {differ} differ from {first.name}'s"
+
+
+def python_function_body(path: Path, name: str) -> str:
+    """The source lines of function `name` in `path`, comments included, docstring left out."""
+    import ast
+
+    lines = path.read_text().splitlines()
+    (function,) = [n for n in ast.parse("\n".join(lines)).body if getattr(n, "name", "") == name]
+    body = function.body[1:] if isinstance(function.body[0].value, ast.Constant) else function.body
+    return "\n".join(lines[body[0].lineno - 1 : function.end_lineno])
+
+
+def test_chapter_3_and_4_loaders_are_the_same_code():
+    """load_chapter3() and load_chapter4() build the same way (chapter 3 explains the flags,
+    chapter 4 reuses them): apart from the chapter's number and docstring, one text."""
+    bodies = [
+        re.sub(r"chapter( ?)[34](?!\d)", r"chapter\1N", python_function_body(path, path.stem))
+        for path in (
+            REPO / "chapter3_cuda_kernels" / "load_chapter3.py",
+            REPO / "chapter4_autograd" / "load_chapter4.py",
+        )
+    ]
+    assert "extra_cuda_cflags" in bodies[0]
+    assert bodies[0] == bodies[1], "edit load_chapter3(), then copy its body to load_chapter4()"
 
 
 def test_no_chapter_defines_a_shared_helper_again():

@@ -22,8 +22,7 @@ inline void check_floating(const at::Tensor& t, const char* op, const char* name
   TORCH_CHECK(
       dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16,
       op, ": ", name,
-      " must be a floating-point tensor (float32, float64, float16 or bfloat16), got ",
-      t.scalar_type());
+      " must be a floating-point tensor (float32, float64, float16 or bfloat16), got ", dtype);
 }
 
 // `b` must match `a` in dtype and device.
