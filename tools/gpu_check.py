@@ -1,6 +1,6 @@
 """make gpu-check / make gpu-bench: every GPU claim of the course checked, on a machine with a GPU.
 
-    make gpu-check                    # build, tests, sanitizers (about 6 minutes on 16 cores)
+    make gpu-check                    # build, tests, sanitizers (under 8 minutes on 16 cores)
     make gpu-bench                    # every chapter's benchmark.py and Nsight Compute profile
     make gpu-check PY=python3         # with an interpreter that already has torch (the GPU machine)
     python tools/gpu_check.py --out DIR --skip-sanitizer --skip-benchmarks
@@ -393,9 +393,7 @@ def sanitize(args, log: Path, python: str, pytest: list[str]) -> list[dict]:
         if "/" not in step["step"]:  # the chapters' tests, not an exercise
             step["summary"] = pytest_summary(tail)
         else:
-            step["summary"] = next(
-                (line for line in reversed(tail) if "ERROR SUMMARY" in line), None
-            )
+            step["summary"] = next((line for line in reversed(tail) if "SUMMARY" in line), None)
         steps.append(step)
     return steps
 
