@@ -241,22 +241,40 @@ def python_function_body(path: Path, name: str) -> str:
 
     lines = path.read_text().splitlines()
     (function,) = [n for n in ast.parse("\n".join(lines)).body if getattr(n, "name", "") == name]
-    body = function.body[1:] if isinstance(function.body[0].value, ast.Constant) else function.body
+    body = function.body[1:] if ast.get_docstring(function) else function.body
     return "\n".join(lines[body[0].lineno - 1 : function.end_lineno])
 
 
-def test_chapter_3_and_4_loaders_are_the_same_code():
-    """load_chapter3() and load_chapter4() build the same way (chapter 3 explains the flags,
-    chapter 4 reuses them): apart from the chapter's number and docstring, one text."""
+# Python functions that stand in files that must stay standalone (a chapter's loader, a setup.py
+# that pip runs from a copy of its folder): (file, function) pairs whose code, docstrings aside and
+# the chapter's number made N, is one text.
+SHARED_FUNCTIONS = {
+    "load_chapterN": [
+        ("chapter3_cuda_kernels/load_chapter3.py", "load_chapter3"),
+        ("chapter4_autograd/load_chapter4.py", "load_chapter4"),
+    ],
+    "cuda include paths": [
+        ("chapter5_extensions/build_utils.py", "cuda_include_paths"),
+        ("chapter5_extensions/setup.py", "cuda_include_dirs"),
+    ],
+    "use_cuda": [
+        ("chapter5_extensions/setup.py", "use_cuda"),
+        ("chapter5_extensions/stable/setup.py", "use_cuda"),
+    ],
+}
+
+
+@pytest.mark.parametrize("group", SHARED_FUNCTIONS)
+def test_shared_functions_are_the_same_code(group):
+    """chapter 3 explains the loader's flags and chapter 4 reuses them; chapter 5's setup.py
+    repeats build_utils' include search so that `pip install` works from a copy of the folder."""
     bodies = [
-        re.sub(r"chapter( ?)[34](?!\d)", r"chapter\1N", python_function_body(path, path.stem))
-        for path in (
-            REPO / "chapter3_cuda_kernels" / "load_chapter3.py",
-            REPO / "chapter4_autograd" / "load_chapter4.py",
-        )
+        re.sub(r"chapter( ?)\d(?!\d)", r"chapter\1N", python_function_body(REPO / path, name))
+        for path, name in SHARED_FUNCTIONS[group]
     ]
-    assert "extra_cuda_cflags" in bodies[0]
-    assert bodies[0] == bodies[1], "edit load_chapter3(), then copy its body to load_chapter4()"
+    assert bodies[0].strip(), f"{group}: nothing to compare"
+    first = SHARED_FUNCTIONS[group][0][0]
+    assert bodies[1:] == bodies[:1] * (len(bodies) - 1), f"{group}: edit {first}, copy it over"
 
 
 def test_no_chapter_defines_a_shared_helper_again():
