@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> None:
             )
             verdict = "matches" if worst < 1e-5 else "DOES NOT match"
             print(
-                f"{name} model: DDP ({world} processes) {verdict} one process: largest weight "
-                f"difference {worst:.1e}"
+                f"{name} model: DDP ({world} process{'es' if world > 1 else ''}) {verdict} one "
+                f"process: largest weight difference {worst:.1e}"
             )
     dist.destroy_process_group()
 

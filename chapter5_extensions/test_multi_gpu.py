@@ -89,20 +89,20 @@ def test_every_op_runs_on_the_gpu_of_its_inputs(case, current, other):
     """The same seed on the CPU (the reference: the CPU kernels are checked against PyTorch in
     the other test files) and on the GPU that is not current; float64, so the sums agree closely."""
     expected = run_case(case, torch.device("cpu"))
-    torch.cuda.set_device(current)
-    got = run_case(case, torch.device("cuda", other))
-    torch.cuda.synchronize(other)
-    assert torch.cuda.current_device() == current  # the op's guard restored it
+    with torch.cuda.device(current):
+        got = run_case(case, torch.device("cuda", other))
+        torch.cuda.synchronize(other)
+        assert torch.cuda.current_device() == current  # the op's guard restored it
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9)
 
 
 def test_outputs_stay_on_the_device_of_the_inputs():
-    torch.cuda.set_device(0)
-    x = torch.randn(7, 5, device="cuda:1")
-    assert custom_ops.fused_bias_relu(x, torch.zeros(5, device="cuda:1")).device == x.device
-    assert custom_ops.reduce_sum(x).device == x.device
+    with torch.cuda.device(0):
+        x = torch.randn(7, 5, device="cuda:1")
+        assert custom_ops.fused_bias_relu(x, torch.zeros(5, device="cuda:1")).device == x.device
+        assert custom_ops.reduce_sum(x).device == x.device
 
 
 if __name__ == "__main__":

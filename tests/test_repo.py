@@ -110,6 +110,31 @@ def test_gpu_check_runs_steps_side_by_side_and_keeps_their_order(tmp_path):
     assert all(f"step {i}" in log.read_text() for i in range(3))
 
 
+def test_under_xdist_the_slow_tests_come_first_longest_first():
+    """conftest.py's order for pytest -n: slow(seconds=N) by N, then the other slow tests, then
+    the rest, each group in its collected order."""
+    spec = importlib.util.spec_from_file_location("root_conftest", REPO / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+
+    class Item:
+        def __init__(self, name: str, marker: pytest.Mark | None) -> None:
+            self.name, self.marker = name, marker
+
+        def get_closest_marker(self, name: str) -> pytest.Mark | None:
+            return self.marker if name == "slow" else None
+
+    items = [
+        Item("quick", None),
+        Item("slow", pytest.mark.slow.mark),
+        Item("slow 40 s", pytest.mark.slow(seconds=40).mark),
+        Item("quick 2", None),
+        Item("slow 180 s", pytest.mark.slow(seconds=180).mark),
+    ]
+    items.sort(key=conftest._slow_first)
+    assert [i.name for i in items] == ["slow 180 s", "slow 40 s", "slow", "quick", "quick 2"]
+
+
 @pytest.mark.slow
 def test_two_builds_of_one_exercise_at_once_both_succeed(tmp_path, monkeypatch):
     """make check in two terminals, or pytest -n: the second build waits for the first (a file

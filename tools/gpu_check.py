@@ -11,9 +11,9 @@ chapter (all at once, MAX_JOBS jobs each), run all tests with CUDA (the exercise
 included) over --workers pytest-xdist workers, and beside them the tests marked `sanitize` and
 the CUDA exercises' solutions (`--small`) under each compute-sanitizer tool (four runs at once);
 then, unless --skip-benchmarks, run every chapter's benchmark.py, and its profile_kernels.py under
-Nsight Compute where it has one (--only-benchmarks: just those). Writes gpu_check.json and gpu_check.md
-(device, versions, date, each step's result and seconds) and the benchmarks' own tables to --out
-(default: $OUT if set, else docs/perf/). Exits non-zero if any step failed.
+Nsight Compute where it has one (--only-benchmarks: just those). Writes gpu_check.json and
+gpu_check.md (device, versions, date, each step's result and seconds) and the benchmarks' own
+tables to --out (default: $OUT if set, else docs/perf/). Exits non-zero if any step failed.
 """
 
 from __future__ import annotations
