@@ -65,6 +65,14 @@ export CPATH = $(subst $(eval) ,:,$(strip $(NVIDIA_INCLUDE) $(CPATH_FROM_ENV)))
 endif
 endif
 
+# A $CXX that links libstdc++ statically (the course's GPU image) builds extensions that crash
+# when they load. As make gpu-check does, tutorial and test then take the doctor's fix for their
+# run, CXX=c++, and say so. (A shell snippet: each recipe line that builds starts with it.)
+TAKE_CXX_FIX = if [ -n "$${CXX:-}" ] && [ "$$CXX" != c++ ] && \
+	  [ "$$($(PY) tools/doctor.py --cxx-fix)" = c++ ]; then \
+	  echo "make: \$$CXX=$$CXX links libstdc++ statically (see make doctor): this run uses CXX=c++"; \
+	  export CXX=c++; fi
+
 .PHONY: help tutorial test doctor gpu-check gpu-bench check docs lint clean stable-check
 
 help:
@@ -86,7 +94,7 @@ $(VENV)/.installed: requirements.txt
 	@touch $@
 
 tutorial: $(ENV_READY)
-	@for demo in $(DEMOS); do \
+	@$(TAKE_CXX_FIX); for demo in $(DEMOS); do \
 	  echo; echo "======== $$demo ========"; \
 	  $(PY) $$demo; \
 	done
@@ -115,11 +123,17 @@ stable-check: $(ENV_READY)
 	$(PY) chapter5_extensions/stable/check_wheel.py
 
 # An exercise: build the learner's file, run its checks (and on a GPU its benchmark), print a
-# verdict per check. Without EX, lists the exercises.
+# verdict per check. Without EX, lists the exercises (and succeeds). The checker's exit status:
+# 0 passed, 1 a check failed, 2 the build failed, 3 not graded on this machine (a CUDA exercise
+# without a GPU: the CPU checks passed, the kernel did not run), 4 no such exercise. make names it
+# in its "Error N" line and, as for any failed command, exits 2 itself: only 0 is a pass.
 check: $(ENV_READY)
-	@if [ -z "$(EX)" ]; then echo "usage: make check EX=ch3/gelu [SOLUTION=1]; the exercises:"; \
-	  $(PY) tools/check_exercise.py --list; exit 2; fi
+ifeq ($(strip $(EX)),)
+	@echo "usage: make check EX=ch3/gelu [SOLUTION=1]; the exercises:"
+	@$(PY) tools/check_exercise.py --list
+else
 	@$(PY) tools/check_exercise.py $(EX) $(if $(SOLUTION),--solution)
+endif
 
 # The website: the lessons and their code, as mkdocs.yml and tools/docs_hooks.py put them
 # together. It rebuilds when a lesson or a source file changes. `make test` builds it --strict.

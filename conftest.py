@@ -82,12 +82,13 @@ def generator() -> torch.Generator:
 def import_own_script(request: pytest.FixtureRequest) -> Callable[[str], ModuleType]:
     """`import_own_script("demo")` loads demo.py from the test file's folder, by path: every
     chapter has a demo.py and a benchmark.py, and when one pytest run collects all chapters,
-    `import demo` would find whichever chapter's came first on sys.path."""
+    `import demo` would find whichever chapter's came first on sys.path. A script in a subfolder
+    is named by its path: `import_own_script("benchmarks/benchmark")`."""
     folder = request.path.parent
 
     def load(name: str) -> ModuleType:
         spec = importlib.util.spec_from_file_location(
-            f"{folder.name}_{name}", folder / f"{name}.py"
+            f"{folder.name}_{name.replace('/', '_')}", folder / f"{name}.py"
         )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

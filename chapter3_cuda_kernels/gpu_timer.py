@@ -6,8 +6,8 @@
     timer.measure(lambda: op(x))    # GPU, host and back-to-back milliseconds, as a dict
 
 Identical copies live in chapter2_tensor_api/, chapter3_cuda_kernels/, chapter4_autograd/,
-chapter5_extensions/ and tools/, so that each chapter folder runs on its own; tests/test_repo.py
-fails if they differ. Lesson: chapter 3, "How the kernels are timed".
+chapter5_extensions/benchmarks/ and tools/, so that each chapter folder runs on its own;
+tests/test_repo.py fails if they differ. Lesson: chapter 3, "How the kernels are timed".
 """
 
 from __future__ import annotations

@@ -561,29 +561,28 @@ def test_rejects_mixed_devices():
     ],
 )
 @pytest.mark.slow
-def test_training_with_ours_follows_the_loss_curve_of_nn_lstm(device, steps, capsys):
+def test_training_with_ours_follows_the_loss_curve_of_nn_lstm(
+    device, steps, capsys, import_own_script
+):
     """lstm_train.py trains the same model from the same start with each LSTM; it fails when the
     curves part by more than its tolerance."""
-    import lstm_train
-
+    lstm_train = import_own_script("examples/lstm_train")
     assert lstm_train.main(["--device", device, "--steps", str(steps)]) == 0, (
         capsys.readouterr().out
     )
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
-def test_benchmark_says_it_needs_a_gpu(capsys):
-    import benchmark_lstm
-
+def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
+    benchmark_lstm = import_own_script("benchmarks/benchmark_lstm")
     assert benchmark_lstm.main([]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().out
 
 
 @pytest.mark.cuda
 @pytest.mark.slow
-def test_benchmark_quick_run_writes_its_table(tmp_path):
-    import benchmark_lstm
-
+def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
+    benchmark_lstm = import_own_script("benchmarks/benchmark_lstm")
     assert benchmark_lstm.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
     records = json.loads((tmp_path / "lstm_layer.json").read_text())["rows"]
     assert {r["impl"] for r in records} >= {"ours", "cuDNN nn.LSTM", "loop of nn.LSTMCell"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +77,7 @@ def test_a_cpu_only_wheel_installs_and_imports_from_elsewhere(tmp_path):
 
 @pytest.mark.slow
 def test_compile_commands_lists_every_source(import_own_script):
-    compile_commands = import_own_script("compile_commands")
+    compile_commands = import_own_script("examples/compile_commands")
     path = compile_commands.main([])
     entries = json.loads(path.read_text())
     files = {Path(e["file"]).name for e in entries}
@@ -99,7 +100,7 @@ def test_ddp_with_two_processes_matches_one_process():
             "torch.distributed.run",
             "--standalone",
             "--nproc_per_node=2",
-            str(HERE / "ddp_train.py"),
+            str(HERE / "examples" / "ddp_train.py"),
             "--steps",
             "5",
             "--device",
@@ -117,7 +118,7 @@ def test_ddp_with_two_processes_matches_one_process():
 
 @pytest.mark.slow(seconds=100)
 def test_scaffold_makes_an_op_that_builds_and_passes_opcheck(tmp_path, import_own_script):
-    scaffold = import_own_script("scaffold")
+    scaffold = import_own_script("examples/scaffold")
     files = scaffold.scaffold("scaled_copy", tmp_path)
     assert {f.name for f in files} >= {
         "scaled_copy.cpp",
@@ -196,9 +197,22 @@ def test_loading_both_builds_in_one_process_fails_on_the_second_registration():
 # ---- the scripts a reader runs ------------------------------------------------------------------
 
 
+def test_demo_lists_every_operator_the_library_defines(capsys, import_own_script):
+    """demo.py asks the dispatcher, not `dir(torch.ops.custom_ops)` (which lists only the ops
+    Python has looked up so far): every schema of csrc/ops.cpp, in a fresh process too."""
+    defined = re.findall(r'm\.def\(\s*"(\w+)\(', (HERE / "csrc" / "ops.cpp").read_text())
+    assert len(defined) >= 11
+    assert import_own_script("demo").registered_ops("custom_ops") == sorted(defined)
+    fresh = run_python(
+        "import demo, custom_ops; print(' '.join(demo.registered_ops('custom_ops')))", timeout=120
+    )
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert fresh.stdout.split()[-len(defined) :] == sorted(defined)
+
+
 @pytest.mark.slow
 def test_example_usage_runs(capsys, import_own_script):
-    import_own_script("example_usage").main()
+    import_own_script("examples/example_usage").main()
     out = capsys.readouterr().out
     assert "gradients match plain PyTorch: True" in out
     assert (
@@ -341,7 +355,7 @@ def test_classic_names_are_the_packages_own():
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
 def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
-    assert import_own_script("benchmark").main(["--quick"]) == 2
+    assert import_own_script("benchmarks/benchmark").main(["--quick"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().out
 
 
@@ -349,7 +363,7 @@ def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
 def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path, import_own_script):
     """call_cost.py builds call_cost.cpp, checks each way in against torch.relu, and writes its
     table (on the CPU here; the lesson's numbers come from a GPU)."""
-    call_cost = import_own_script("call_cost")
+    call_cost = import_own_script("benchmarks/call_cost")
     assert call_cost.main(["--quick", "--out", str(tmp_path)]) == 0
     (table,) = tmp_path.glob("call_cost_*.md")
     rows = [line for line in table.read_text().splitlines() if line.startswith("| ")]
@@ -361,7 +375,7 @@ def test_call_cost_runs_and_every_way_in_gives_relu(tmp_path, import_own_script)
 @pytest.mark.cuda
 @pytest.mark.slow
 def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
-    benchmark = import_own_script("benchmark")
+    benchmark = import_own_script("benchmarks/benchmark")
     assert benchmark.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "chapter5_cuda.md").read_text().count("|") > 20
 
@@ -370,7 +384,10 @@ def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
 def test_profile_ops_shows_both_halves_and_writes_a_trace(tmp_path, capsys, import_own_script):
     """profile_ops.py profiles the cell loop and the layer (record_function) and writes a Chrome
     trace that names both."""
-    assert import_own_script("profile_ops").main(["--out", str(tmp_path), "--rows", "40"]) == 0
+    assert (
+        import_own_script("benchmarks/profile_ops").main(["--out", str(tmp_path), "--rows", "40"])
+        == 0
+    )
     table = capsys.readouterr().out
     assert "cell loop" in table and "layer" in table and "custom_ops::lstm" in table, table
     trace = json.loads((tmp_path / "profile_ops.json").read_text())
@@ -385,7 +402,7 @@ def test_export_and_aoti_package_run_in_a_new_process_with_our_library(
     """export_aoti.py: the exported graph calls our op, the AOTInductor package runs in a new
     process with the library loaded (another batch size than exported, matching eager), and
     fails to load without it, naming the operator."""
-    import_own_script("export_aoti").main(device.type, tmp_path)
+    import_own_script("examples/export_aoti").main(device.type, tmp_path)
     out = capsys.readouterr().out
     assert "custom_ops.fused_bias_relu.default" in out
     assert "with our library loaded: ran (7, 64) and matched eager" in out

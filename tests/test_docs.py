@@ -38,6 +38,16 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
+# Every lesson page: a chapter's README.md, chapter 5's parts, each chapter's further/ pages.
+LESSONS = [
+    page
+    for chapter in CHAPTERS
+    for page in [
+        chapter / "README.md",
+        *sorted(p for p in chapter.glob("*.md") if p.name != "README.md"),
+        *sorted(chapter.glob("further/*.md")),
+    ]
+]
 SCREENSHOTS = Path(os.environ.get("DOCS_SCREENSHOTS", REPO / "build" / "docs-screenshots"))
 VIEWPORT = {"width": 1400, "height": 1000}
 TITLED_FENCE = re.compile(r'^([ \t]*)```\w+ title="([^"]+)"\n(.*?)^\1```$', flags=re.M | re.S)
@@ -108,16 +118,33 @@ def test_every_chapter_has_a_page_in_the_nav(chapter, site):
     assert title.replace("`", "") in page_text(built)
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
-def test_code_quoted_in_a_lesson_is_included_from_its_file(chapter):
+def built_page(lesson: Path) -> str:
+    """The site's page (in docs_dir) generated from a lesson file."""
+    return load_hooks().page_for(str(lesson.relative_to(REPO)))
+
+
+def built_html(site: Path, lesson: Path) -> Path:
+    page = built_page(lesson).removesuffix(".md")
+    return (
+        site / (page.removesuffix("index") if page.endswith("index") else page + "/") / "index.html"
+    )
+
+
+@functools.cache
+def generated_pages() -> dict[str, str]:
+    return load_hooks().SiteBuilder().build()
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: str(p.relative_to(REPO)))
+def test_code_quoted_in_a_lesson_is_included_from_its_file(lesson):
     """Each titled block becomes a snippet of exactly the lines it quotes, numbered as in the file."""
-    pages = load_hooks().SiteBuilder().build()
-    page = pages[f"{chapter.name}/index.md"]
+    page = generated_pages()[built_page(lesson)]
     includes = re.findall(r'^[ \t]*--8<-- "([^"]+):(\d+):(\d+)"$', page, flags=re.M)
-    blocks = TITLED_FENCE.findall((chapter / "README.md").read_text())
-    assert len(includes) == len(blocks) > 0
+    blocks = TITLED_FENCE.findall(lesson.read_text())
+    assert len(includes) == len(blocks)
+    folder = lesson.parent.relative_to(REPO)
     for (indent, title, block), (source, first, last) in zip(blocks, includes, strict=True):
-        assert source == f"{chapter.name}/{title}"
+        assert source == os.path.normpath(f"{folder}/{title}")
         lines = (REPO / source).read_text().splitlines()[int(first) - 1 : int(last)]
         quoted = [line.removeprefix(indent) for line in block.splitlines()]
         assert lines == quoted, f"{source}:{first}:{last} is not the block the lesson quotes"
@@ -131,10 +158,10 @@ def test_no_page_shows_a_snippet_marker(site):
     assert shown == [], "these pages show a --8<-- line instead of the file it names"
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
-def test_pitfall_alerts_become_admonitions(chapter, site):
-    alerts = (chapter / "README.md").read_text().count("> [!WARNING]")
-    built = (site / chapter.name / "index.html").read_text()
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: str(p.relative_to(REPO)))
+def test_pitfall_alerts_become_admonitions(lesson, site):
+    alerts = lesson.read_text().count("> [!WARNING]")
+    built = built_html(site, lesson).read_text()
     assert built.count('class="admonition warning"') == alerts
     assert "[!WARNING]" not in built
 
@@ -160,13 +187,13 @@ def test_home_page_has_the_chapter_map_and_the_two_setup_commands(site):
 
 def test_chapter_pages_show_the_plots_they_link(site):
     """A lesson that links a plot (a .png) shows it on its page; on GitHub the link is enough."""
-    for chapter in CHAPTERS:
-        plots = set(re.findall(r"\]\(([^)\s]+\.png)\)", (chapter / "README.md").read_text()))
-        built = (site / chapter.name / "index.html").read_text()
+    for lesson in LESSONS:
+        plots = set(re.findall(r"\]\(([^)\s]+\.png)\)", lesson.read_text()))
+        built = built_html(site, lesson).read_text()
         shown = set(re.findall(r'<img [^>]*src="([^"]+\.png)"', built))
         for plot in plots:
             name = Path(plot).name
-            assert any(Path(s).name == name for s in shown), f"{chapter.name} links {plot}"
+            assert any(Path(s).name == name for s in shown), f"{lesson} links {plot}"
 
 
 def test_chapter_pages_offer_their_notebook_for_download(site):

@@ -3,7 +3,7 @@ from the repository root, in a plain shell (no activated .venv, none of the Make
 
     .venv/bin/python -m pytest -q tests/test_lesson_commands.py -rs
 
-The commands are read from the fenced blocks of README.md and every chapter*/README.md when the
+The commands are read from the fenced blocks of README.md and every chapter's lesson pages when the
 tests are collected, so a lesson's edit is tested as it stands. Each command is one test, in the
 lesson's order. Some are not run here (SKIPPED below says why); a command the lesson marks
 "# on a GPU" must, without one, say that it needs a CUDA GPU and exit 0. Builds are the ones the
@@ -25,7 +25,12 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-LESSONS = [REPO / "README.md", *sorted(REPO.glob("chapter*_*/README.md"))]
+# Every lesson page: the chapters' READMEs, chapter 5's parts and each chapter's optional pages.
+LESSONS = [
+    REPO / "README.md",
+    *sorted(REPO.glob("chapter*_*/*.md")),
+    *sorted(REPO.glob("chapter*_*/further/*.md")),
+]
 VENV_BIN = REPO / ".venv" / "bin"
 TIMEOUT_S = 600
 
@@ -93,8 +98,7 @@ class LessonCommand:
 
     @property
     def test_id(self) -> str:
-        where = self.lesson.parent.name if self.lesson.parent != REPO else "README"
-        return f"{where}: {self.command}"
+        return f"{self.lesson.relative_to(REPO)}: {self.command}"
 
     @property
     def needs_gpu(self) -> bool:

@@ -37,6 +37,16 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.name for p in REPO.glob("chapter*_*") if p.is_dir())
 
+
+def lesson_files(chapter: str) -> list[str]:
+    """A chapter's lesson pages, as repo paths: README.md, its parts (chapter 5's part1_*.md ...)
+    and its optional pages in further/."""
+    folder = REPO / chapter
+    pages = sorted(p for p in folder.glob("*.md") if p.name != "README.md")
+    pages += sorted(folder.glob("further/*.md"))
+    return [f"{chapter}/README.md", *(str(p.relative_to(REPO)) for p in pages)]
+
+
 FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<lang>[\w+-]*)(?P<attrs>.*)$")
 TITLE = re.compile(r'title="(?P<title>[^"]+)"')
 ALERT = re.compile(r"^> \[!(?P<kind>NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]\s*$")
@@ -85,6 +95,8 @@ def page_for(repo_path: str) -> str:
     chapter, _, rest = repo_path.partition("/")
     if chapter in CHAPTERS and rest == "README.md":
         return f"{chapter}/index.md"
+    if chapter in CHAPTERS and repo_path in lesson_files(chapter):
+        return repo_path  # a part or an optional page: a page beside the chapter's
     if repo_path.startswith("docs/"):
         return repo_path.removeprefix("docs/")
     if (REPO / repo_path).is_dir():
@@ -94,6 +106,14 @@ def page_for(repo_path: str) -> str:
 
 def relative(target_page: str, from_page: str) -> str:
     return posixpath.relpath(target_page, posixpath.dirname(from_page) or ".")
+
+
+def exercise_statements(lesson: str) -> list[tuple[str, str]]:
+    """The `### ` headings under a lesson's `## Exercises` and the text below each."""
+    section = lesson.split("\n## Exercises", 1)[1] if "\n## Exercises" in lesson else ""
+    section = re.split(r"\n## ", section, maxsplit=1)[0]
+    parts = re.split(r"^### (.+)$", section, flags=re.M)[1:]
+    return list(zip(parts[::2], parts[1::2], strict=True))
 
 
 class SiteBuilder:
@@ -113,7 +133,8 @@ class SiteBuilder:
     def build(self) -> dict[str, str]:
         self.want("README.md")
         for chapter in CHAPTERS:
-            self.want(f"{chapter}/README.md")
+            for lesson in lesson_files(chapter):
+                self.want(lesson)
         self.pages["exercises.md"] = self.exercises_page("exercises.md")
         while self.wanted:
             repo_path = self.wanted.pop(0)
@@ -220,7 +241,7 @@ class SiteBuilder:
         if not title:
             return [fence.group(0), *body, indent + marker]
         folder = posixpath.dirname(repo_path)
-        source = posixpath.join(folder, title["title"]) if folder else title["title"]
+        source = posixpath.normpath(posixpath.join(folder, title["title"]))
         if not (REPO / source).is_file():
             raise PluginError(f"{repo_path}:{start + 1}: quotes {source}, which does not exist")
         quoted = "".join(line.removeprefix(indent) + "\n" for line in body)
@@ -277,16 +298,17 @@ class SiteBuilder:
             "",
         ]
         for chapter in CHAPTERS:
-            lesson = (REPO / chapter / "README.md").read_text()
-            title = lesson.splitlines()[0].removeprefix("# ")
-            chapter_page = relative(page_for(f"{chapter}/README.md"), page)
-            out += [f"## [{title}]({chapter_page})", ""]
-            section = lesson.split("\n## Exercises", 1)[1] if "\n## Exercises" in lesson else ""
-            section = re.split(r"\n## ", section, maxsplit=1)[0]
-            parts = re.split(r"^### (.+)$", section, flags=re.M)[1:]
-            if not parts:
+            title = (REPO / chapter / "README.md").read_text().splitlines()[0].removeprefix("# ")
+            out += [f"## [{title}]({relative(page_for(f'{chapter}/README.md'), page)})", ""]
+            found = [
+                (lesson, heading, body)
+                for lesson in lesson_files(chapter)
+                for heading, body in exercise_statements((REPO / lesson).read_text())
+            ]
+            if not found:
                 out += ["No exercises yet.", ""]
-            for heading, body in zip(parts[::2], parts[1::2], strict=True):
+            for lesson, heading, body in found:
+                chapter_page = relative(page_for(lesson), page)
                 anchor = slugify(heading, "-")
                 command = re.search(r"`(make check EX=[\w/]+)`", body)
                 files = sorted(set(re.findall(r"\]\((exercises/[\w.]+)\)", body)))
@@ -406,8 +428,14 @@ PERF_MACHINES = {
 }
 # A page's title, by its file's name, and the script that wrote the file.
 PERF_TITLES = {
-    "call_cost_cpu": ("What one call of an op costs the host", "chapter5_extensions/call_cost.py"),
-    "call_cost_cuda": ("What one call of an op costs the host", "chapter5_extensions/call_cost.py"),
+    "call_cost_cpu": (
+        "What one call of an op costs the host",
+        "chapter5_extensions/benchmarks/call_cost.py",
+    ),
+    "call_cost_cuda": (
+        "What one call of an op costs the host",
+        "chapter5_extensions/benchmarks/call_cost.py",
+    ),
     "chapter1_build_times": ("Chapter 1: build times", "chapter1_cpp_to_python/build_times.py"),
     "chapter1_crossing": (
         "Chapter 1: what a call from Python into C++ costs",
@@ -443,18 +471,24 @@ PERF_TITLES = {
         "chapter4_autograd/train_demo.py",
     ),
     "chapter5_install": ("Chapter 5: installing the package, cold", ""),
-    "chapter5_cuda": ("Chapter 5: every op of custom_ops", "chapter5_extensions/benchmark.py"),
+    "chapter5_cuda": (
+        "Chapter 5: every op of custom_ops",
+        "chapter5_extensions/benchmarks/benchmark.py",
+    ),
     "chapter5_cuda_before_lstm_cell_changes": (
         "Chapter 5: the ops before the LSTM cell's changes",
-        "chapter5_extensions/benchmark.py",
+        "chapter5_extensions/benchmarks/benchmark.py",
     ),
     "chapter5_gpu_check": ("Chapter 5: its tests and sanitizers on the GPU", ""),
     "exercises": ("", "tools/check_exercise.py"),
     "gpu_check": ("", ""),
-    "lstm_layer": ("Chapter 5: a whole LSTM layer", "chapter5_extensions/benchmark_lstm.py"),
+    "lstm_layer": (
+        "Chapter 5: a whole LSTM layer",
+        "chapter5_extensions/benchmarks/benchmark_lstm.py",
+    ),
     "lstm_persistent": (
         "Chapter 5: the persistent LSTM kernel against the step loop",
-        "chapter5_extensions/benchmark_lstm.py",
+        "chapter5_extensions/benchmarks/benchmark_lstm.py",
     ),
 }
 
@@ -463,9 +497,11 @@ def perf_referrers(rel: str) -> list[tuple[str, str]]:
     """The lessons and docs pages that link to or include docs/perf/<rel>: (label, docs path)."""
     found = []
     for chapter in CHAPTERS:
-        if f"docs/perf/{rel}" in (REPO / chapter / "README.md").read_text():
-            number = re.match(r"chapter(\d+)_", chapter)
-            found.append((f"chapter {number.group(1)}'s lesson", f"{chapter}/index.md"))
+        number = re.match(r"chapter(\d+)_", chapter).group(1)
+        for lesson in lesson_files(chapter):
+            if f"docs/perf/{rel}" in (REPO / lesson).read_text():
+                name = "lesson" if lesson.endswith("README.md") else Path(lesson).stem
+                found.append((f"chapter {number}'s {name}", page_for(lesson)))
     for doc in sorted((REPO / "docs").glob("*.md")):
         if f"perf/{rel}" in doc.read_text():
             found.append((f"the {doc.stem} page", doc.name))

@@ -657,10 +657,33 @@ def format_report(env: Environment, problems: list[Problem]) -> str:
     return "\n".join(lines)
 
 
+def cxx_fix() -> str:
+    """ "c++" when $CXX links libstdc++ statically into shared libraries and `c++` does not (the
+    course's GPU image): the fix `make tutorial`, `make test` and `make gpu-check` take for their
+    run. Empty otherwise, or when $CXX is unset or already c++."""
+    cxx = os.environ.get("CXX")
+    if not cxx or cxx == "c++":
+        return ""
+    if _links_shared_libstdcxx(shutil.which(shlex.split(cxx)[0])) is not False:
+        return ""
+    os.environ["CXX"] = "c++"
+    try:
+        return "c++" if _links_shared_libstdcxx(shutil.which("c++")) else ""
+    finally:
+        os.environ["CXX"] = cxx
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the report; 1 if any problem is an error, else 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    parser.add_argument(
+        "--cxx-fix",
+        action="store_true",
+        help="print c++ if $CXX links libstdc++ statically and c++ does not, else nothing",
+    )
+    if parser.parse_args(argv).cxx_fix:
+        print(cxx_fix())
+        return 0
     if importlib.util.find_spec("torch") is None:
         print(f"torch is not installed for {sys.executable}: run `make tutorial` (creates .venv)")
         return 1

@@ -405,7 +405,15 @@ def benchmark(args, log: Path, python: str, steps: list[dict]) -> list[str]:
     for chapter in CHAPTERS:
         if args.benchmarks and chapter.name not in args.benchmarks:
             continue
-        script = chapter / "benchmark.py"
+        # A chapter's benchmark.py, or chapter 5's in its benchmarks/ folder.
+        script = next(
+            (
+                s
+                for s in (chapter / "benchmark.py", chapter / "benchmarks" / "benchmark.py")
+                if s.exists()
+            ),
+            chapter / "benchmark.py",
+        )
         if script.exists():
             step = run_step(
                 f"benchmark {chapter.name}", [python, str(script), "--out", str(bench_out)], log

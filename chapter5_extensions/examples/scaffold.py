@@ -1,7 +1,7 @@
 """Scaffold a new custom_ops operator: its C++ schema and CPU kernel, its CUDA kernel, its Python
 wrapper with fake kernel and autograd, and a test, from the files in templates/.
 
-    python chapter5_extensions/scaffold.py my_op [--dest DIR]     # DIR defaults to ./my_op
+    python chapter5_extensions/examples/scaffold.py my_op [--dest DIR]     # DIR defaults to ./my_op
 
 The new op computes y = x * alpha, so that it builds and passes its tests from the first minute;
 replace that with your operation in all four files (the test's reference first). To ship it in

@@ -4,9 +4,9 @@ float32 elements, for Nsight Compute to measure, and a markdown table of what it
 (lesson: "What it costs (H100)").
 
     ncu --csv --clock-control none --profile-from-start off --metrics <METRICS below> \\
-        python chapter5_extensions/profile_reduce_sum.py > ncu.csv
-    python chapter5_extensions/profile_reduce_sum.py --summarize ncu.csv > reduce_sum_ncu.md
-    python chapter5_extensions/profile_reduce_sum.py --timeline     # the GPU's timeline, 2^24
+        python chapter5_extensions/benchmarks/profile_reduce_sum.py > ncu.csv
+    python chapter5_extensions/benchmarks/profile_reduce_sum.py --summarize ncu.csv > reduce_sum_ncu.md
+    python chapter5_extensions/benchmarks/profile_reduce_sum.py --timeline     # the GPU's timeline, 2^24
 
 Only the launches between torch.cuda.profiler.start() and stop() are profiled: not the build,
 nor torch.compile's autotuning. ncu times each kernel alone (it replays it), so its durations
@@ -42,7 +42,7 @@ COLUMNS = {  # metric -> column of the table
 def run() -> None:
     import torch
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import build_inplace
 
     build_inplace.build_inplace()
@@ -71,7 +71,7 @@ def timeline() -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import build_inplace
 
     build_inplace.build_inplace()

@@ -1,10 +1,10 @@
 """The whole LSTM layer on a CUDA GPU: custom_ops.LSTM against cuDNN's torch.nn.LSTM, a Python loop
 of torch.nn.LSTMCell and that loop with the cell compiled (chapter 5, "A whole LSTM layer").
 
-    python chapter5_extensions/benchmark_lstm.py                 # a few minutes on an H100
-    python chapter5_extensions/benchmark_lstm.py --quick         # small shapes, seconds
-    python chapter5_extensions/benchmark_lstm.py --out DIR       # DIR/lstm_layer.{md,json,png}
-    python chapter5_extensions/benchmark_lstm.py --profile       # where ours spends its time
+    python chapter5_extensions/benchmarks/benchmark_lstm.py                 # a few minutes on an H100
+    python chapter5_extensions/benchmarks/benchmark_lstm.py --quick         # small shapes, seconds
+    python chapter5_extensions/benchmarks/benchmark_lstm.py --out DIR       # DIR/lstm_layer.{md,json,png}
+    python chapter5_extensions/benchmarks/benchmark_lstm.py --profile       # where ours spends its time
 
 Timed with gpu_timer.py, the course's one GPU timer: GPU ms is the median of CUDA-event timings
 with a cold L2 and the host's work queued ahead (what the GPU needs); back to back is events around
@@ -30,6 +30,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # the chapter folder: build_inplace, custom_ops
 
 from gpu_timer import Timer, event_ms  # noqa: E402  (the course's one GPU timer)
 

@@ -1,7 +1,7 @@
 """custom_ops from a user's side: call the ops, take gradients, put the layers in a network,
 compile it, and time it the right way.
 
-    python chapter5_extensions/example_usage.py      # builds the package in place if needed
+    python chapter5_extensions/examples/example_usage.py      # builds the package in place if needed
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torch.utils.benchmark as benchmark
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapter folder
 import build_inplace
 
 

@@ -1,9 +1,9 @@
 """Where the time of a model using custom_ops goes, seen with torch.profiler and NVTX ranges
 (chapter 5, "Profiling a model that uses the ops").
 
-    python chapter5_extensions/profile_ops.py                # table per op, on CUDA if there is one
-    python chapter5_extensions/profile_ops.py --out DIR      # also DIR/profile_ops.json, a trace
-    nsys profile -t cuda,nvtx -o lstm python chapter5_extensions/profile_ops.py   # Nsight Systems
+    python chapter5_extensions/benchmarks/profile_ops.py                # table per op, on CUDA if there is one
+    python chapter5_extensions/benchmarks/profile_ops.py --out DIR      # also DIR/profile_ops.json, a trace
+    nsys profile -t cuda,nvtx -o lstm python chapter5_extensions/benchmarks/profile_ops.py   # Nsight Systems
 
 The same sequence (T = 16 steps, B = 8, H = 256) goes through an LSTM twice, forward and backward:
 as a Python loop of custom_ops.LSTMCell, one op call per step, and as custom_ops.LSTM, one op for
@@ -24,6 +24,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # the chapter folder: build_inplace, custom_ops
 
 from benchmark_lstm import cell_loop  # noqa: E402  (a Python loop of a cell, as written by hand)
 

@@ -2,9 +2,9 @@
 torch.compile and the memory-bandwidth floor; conv_rnn's one-launch kernel against the same
 recurrence as a Python loop of PyTorch ops, forward alone and forward + backward.
 
-    python chapter5_extensions/benchmark.py                       # a few minutes on an H100
-    python chapter5_extensions/benchmark.py --quick --no-compile  # seconds
-    python chapter5_extensions/benchmark.py --out DIR             # DIR/chapter5_cuda.{md,json,png}
+    python chapter5_extensions/benchmarks/benchmark.py                       # a few minutes on an H100
+    python chapter5_extensions/benchmarks/benchmark.py --quick --no-compile  # seconds
+    python chapter5_extensions/benchmarks/benchmark.py --out DIR             # DIR/chapter5_cuda.{md,json,png}
 
 Timed with gpu_timer.py, the course's one GPU timer. GPU ms: median of 30 CUDA-event timings,
 each with a cold L2, after the GPU slept long enough for the host to queue the whole call (4 times
@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # the chapter folder: build_inplace, custom_ops
 
 from gpu_timer import Timer  # noqa: E402
 

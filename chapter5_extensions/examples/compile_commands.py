@@ -2,7 +2,7 @@
 (clangd, VS Code's C/C++ extension) knows torch's include paths and the build's flags: go to
 definition into ATen, no red squiggles under at::Tensor.
 
-    python chapter5_extensions/compile_commands.py     # builds first if needed
+    python chapter5_extensions/examples/compile_commands.py     # builds first if needed
 
 The build already describes every compile command in build/<cuda|cpu>/temp.*/build.ninja (torch
 builds through ninja); `ninja -t compdb` turns that file into the JSON the tools read.
@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 from torch.utils.cpp_extension import CUDA_HOME
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+CHAPTER = Path(__file__).resolve().parents[1]  # the package and its build/
+sys.path.insert(0, str(CHAPTER))
 
 import build_inplace  # noqa: E402
 
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> Path:
     # The variant setup.py builds by default (its use_cuda()): build/cuda or build/cpu.
     with_cuda = os.environ.get("USE_CUDA", "1" if torch.version.cuda and CUDA_HOME else "0") == "1"
     variant = "cuda" if with_cuda else "cpu"
-    ninja_files = sorted((HERE / "build" / variant).glob("temp.*/build.ninja"))
+    ninja_files = sorted((CHAPTER / "build" / variant).glob("temp.*/build.ninja"))
     if not ninja_files:
         raise RuntimeError(f"no build.ninja under chapter5_extensions/build/{variant}")
     ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> Path:
         [ninja, "-C", str(build_dir), "-t", "compdb"], check=True, capture_output=True, text=True
     ).stdout
     entries = [e for e in json.loads(out) if Path(e["file"]).suffix in (".cpp", ".cu")]
-    path = HERE / "compile_commands.json"
+    path = CHAPTER / "compile_commands.json"
     path.write_text(json.dumps(entries, indent=2) + "\n")
-    print(f"{path}: {len(entries)} sources, from {build_dir.relative_to(HERE)}/build.ninja")
+    print(f"{path}: {len(entries)} sources, from {build_dir.relative_to(CHAPTER)}/build.ninja")
     return path
 
 

@@ -2,8 +2,8 @@
 with the LSTM layer (custom_ops.LSTM), under DistributedDataParallel, then check that each ends
 where one process on the whole batch ends.
 
-    torchrun --standalone --nproc_per_node=2 chapter5_extensions/ddp_train.py --device cpu
-    torchrun --standalone --nproc_per_node=2 chapter5_extensions/ddp_train.py --device cuda  # 2 GPUs
+    torchrun --standalone --nproc_per_node=2 chapter5_extensions/examples/ddp_train.py --device cpu
+    torchrun --standalone --nproc_per_node=2 chapter5_extensions/examples/ddp_train.py --device cuda  # 2 GPUs
 
 Each process gets half of the batch; DDP averages the gradients across processes after every
 backward (gloo on the CPU, NCCL between GPUs), which for equal halves and a mean loss is exactly
@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapter folder
 
 import custom_ops
 

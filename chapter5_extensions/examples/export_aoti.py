@@ -2,8 +2,8 @@
 exported to a graph, compiled ahead of time into one .pt2 file, and run from that file in a new
 Python process that has none of the model's Python code (chapter 5, "Going further": export).
 
-    .venv/bin/python chapter5_extensions/export_aoti.py                  # CPU
-    .venv/bin/python chapter5_extensions/export_aoti.py --device cuda    # on a GPU
+    .venv/bin/python chapter5_extensions/examples/export_aoti.py                  # CPU
+    .venv/bin/python chapter5_extensions/examples/export_aoti.py --device cuda    # on a GPU
 
 What the loading process needs: torch, and our operators registered, since the compiled code
 calls custom_ops::fused_bias_relu through the dispatcher by name. Loading the library
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
+CHAPTER = Path(__file__).resolve().parents[1]  # the package and its build/
 
 
 class Model(torch.nn.Module):
@@ -71,7 +71,7 @@ def loader_result(process: subprocess.Popen) -> tuple[int, str]:
 
 
 def main(device: str, out: Path) -> None:
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(CHAPTER))
     import build_inplace
 
     build_inplace.build_inplace()
@@ -103,7 +103,7 @@ def main(device: str, out: Path) -> None:
         expected = model(x7)
     torch.save(x7, out / "inputs.pt")
     torch.save(expected, out / "expected.pt")
-    (library,) = (HERE / "custom_ops").glob("_C*.so")
+    (library,) = (CHAPTER / "custom_ops").glob("_C*.so")
     cases = {"with our library loaded": str(library), "without it": "-"}
     # The two processes are independent (each spends most of its time importing torch): at once.
     loaders = {

@@ -1,8 +1,8 @@
 """The same small sequence model trained twice from the same seed, once with torch.nn.LSTM and once
 with custom_ops.LSTM in its place (chapter 5, "A whole LSTM layer"): the two loss curves agree.
 
-    python chapter5_extensions/lstm_train.py              # CUDA when there is a GPU, else the CPU
-    python chapter5_extensions/lstm_train.py --steps 20 --device cpu
+    python chapter5_extensions/examples/lstm_train.py              # CUDA when there is a GPU, else the CPU
+    python chapter5_extensions/examples/lstm_train.py --steps 20 --device cpu
 
 The task: read 48 steps of a noisy sum of two sines and predict the next value at every step.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapter folder
 import build_inplace
 
 

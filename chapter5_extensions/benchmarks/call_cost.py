@@ -1,8 +1,8 @@
 """What one call of an operator costs the host, and where it goes (lesson: "What a call costs").
 
-    python chapter5_extensions/call_cost.py            # CUDA tensors if there is a GPU, else CPU
-    python chapter5_extensions/call_cost.py --quick    # fewer calls, seconds
-    python chapter5_extensions/call_cost.py --out DIR  # also DIR/call_cost_<device>.{md,json}
+    python chapter5_extensions/benchmarks/call_cost.py            # CUDA tensors if there is a GPU, else CPU
+    python chapter5_extensions/benchmarks/call_cost.py --quick    # fewer calls, seconds
+    python chapter5_extensions/benchmarks/call_cost.py --out DIR  # also DIR/call_cost_<device>.{md,json}
 
 A relu of 256 floats: the kernel itself takes a microsecond or two, so a loop of calls measures
 what the host spends on each: Python, the dispatcher, autograd, the allocator and the launch.
@@ -53,7 +53,9 @@ def build_call_cost():
         os.environ["PATH"] = f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}"
     with_cuda = torch.version.cuda is not None
     v = sys.version_info
-    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR", HERE.parent / "build" / "torch_extensions"))
+    root = Path(
+        os.environ.get("TORCH_EXTENSIONS_DIR", HERE.parents[1] / "build" / "torch_extensions")
+    )
     build_dir = root / f"torch{torch.__version__}-py{v.major}{v.minor}".replace("+", "_")
     build_dir = build_dir / "call_cost"
     build_dir.mkdir(parents=True, exist_ok=True)
