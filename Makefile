@@ -132,7 +132,7 @@ ifeq ($(strip $(EX)),)
 	@echo "usage: make check EX=ch3/gelu [SOLUTION=1]; the exercises:"
 	@$(PY) tools/check_exercise.py --list
 else
-	@$(PY) tools/check_exercise.py $(EX) $(if $(SOLUTION),--solution)
+	@$(TAKE_CXX_FIX); $(PY) tools/check_exercise.py $(EX) $(if $(SOLUTION),--solution)
 endif
 
 # The website: the lessons and their code, as mkdocs.yml and tools/docs_hooks.py put them

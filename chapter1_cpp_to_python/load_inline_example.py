@@ -9,9 +9,11 @@ editor that understands it) is easier to live with.
 
 from __future__ import annotations
 
-from torch.utils.cpp_extension import load_inline
-
+# build_utils first: it sets CUDA_HOME, which torch.utils.cpp_extension reads on import.
 from build_utils import build_root
+
+# isort: split
+from torch.utils.cpp_extension import load_inline
 
 CPP_SOURCE = """
 int addone(int x) { return x + 1; }

@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from torch.utils.cpp_extension import load
-
+# build_utils first: it sets CUDA_HOME, which torch.utils.cpp_extension reads on import.
 from build_utils import build_directory, put_ninja_on_path
+
+# isort: split
+from torch.utils.cpp_extension import load
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ["bindings.cpp", "fused_bias_relu.cpp", "lstm_cell.cpp", "dispatch_and_layout.cpp"]

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.utils.cpp_extension
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,11 +28,18 @@ def default_cuda_home() -> str | None:
     Without it torch guesses the toolkit as the folder above the first nvcc on PATH, and a launcher
     script such as /usr/local/bin/nvcc makes that /usr/local: compiling works, linking fails with
     "cannot find -lcudart" (docs/troubleshooting.md). A command pasted from a lesson into a plain
-    shell then builds what `make` builds. Runs at import; torch's own value is updated too, since
-    the chapters' loaders import torch.utils.cpp_extension first."""
+    shell then builds what `make` builds. Runs at import; if a loader imported
+    torch.utils.cpp_extension before this file, torch's own value is corrected too."""
     unset = "CUDA_HOME" not in os.environ and "CUDA_PATH" not in os.environ
     if unset and Path("/usr/local/cuda/bin/nvcc").exists():
-        os.environ["CUDA_HOME"] = torch.utils.cpp_extension.CUDA_HOME = "/usr/local/cuda"
+        os.environ["CUDA_HOME"] = "/usr/local/cuda"
+        if (imported := sys.modules.get("torch.utils.cpp_extension")) is not None:
+            imported.CUDA_HOME = "/usr/local/cuda"
+    # Only now, not at the top of this file: torch.utils.cpp_extension makes its guess as it is
+    # imported and logs it without a GPU ("No CUDA runtime is found, using CUDA_HOME=..."), which
+    # must name the folder the builds use. A loader imports this file before it for the same reason.
+    import torch.utils.cpp_extension
+
     return torch.utils.cpp_extension.CUDA_HOME
 
 

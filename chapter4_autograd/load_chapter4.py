@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from torch.utils.cpp_extension import load
-
+# build_utils first: it sets CUDA_HOME, which torch.utils.cpp_extension reads on import.
 from build_utils import (
     build_directory,
     can_build_cuda,
@@ -23,6 +22,9 @@ from build_utils import (
     default_cuda_arch_list,
     put_ninja_on_path,
 )
+
+# isort: split
+from torch.utils.cpp_extension import load
 
 HERE = Path(__file__).resolve().parent
 CPP_SOURCES = ["ops.cpp", "lstm_cell.cpp", "autograd_cpp.cpp"]

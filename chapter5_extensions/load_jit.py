@@ -15,10 +15,12 @@ import time
 import types
 from pathlib import Path
 
+# build_utils first: it sets CUDA_HOME, which torch.utils.cpp_extension reads on import.
+from build_utils import build_directory, can_build_cuda, cuda_include_paths, put_ninja_on_path
+
+# isort: split
 import torch
 from torch.utils.cpp_extension import load
-
-from build_utils import build_directory, can_build_cuda, cuda_include_paths, put_ninja_on_path
 
 HERE = Path(__file__).resolve().parent
 

@@ -16,15 +16,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.library import opcheck
-from torch.utils.cpp_extension import CUDA_HOME
 
 import build_inplace
+import build_utils
 
 build_inplace.build_inplace()
 import custom_ops  # noqa: E402  (importable once built)
 
 HAS_CUDA = torch.cuda.is_available()
-CAN_BUILD_CUDA = torch.version.cuda is not None and CUDA_HOME is not None
+CAN_BUILD_CUDA = torch.version.cuda is not None and build_utils.CUDA_HOME is not None
 ops = torch.ops.custom_ops
 
 

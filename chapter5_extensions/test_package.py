@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.utils.cpp_extension import CUDA_HOME
 
 import build_inplace
+import build_utils
 
 build_inplace.build_inplace()
 
 HERE = Path(__file__).resolve().parent
 HAS_CUDA = torch.cuda.is_available()
-CAN_BUILD_CUDA = torch.version.cuda is not None and CUDA_HOME is not None
+CAN_BUILD_CUDA = torch.version.cuda is not None and build_utils.CUDA_HOME is not None
 
 
 # ---- the package as a user meets it ------------------------------------------------------------

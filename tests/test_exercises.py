@@ -10,12 +10,15 @@ read their results.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,6 +31,8 @@ import grading  # noqa: E402
 import torch  # noqa: E402
 
 EXERCISES = check_exercise.all_exercise_ids()
+# The exercises with a kernel (a .cu file): without a GPU the checker cannot grade them.
+CUDA_EXERCISES = [ex for ex in EXERCISES if check_exercise.find_exercise(ex).is_cuda]
 CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
 
 
@@ -127,11 +132,25 @@ def test_exercise_has_a_todo_stub_and_a_solution(exercise_id):
 @pytest.mark.parametrize("exercise_id", EXERCISES)
 def test_reference_solution_passes_the_checker(exercise_id, checker_runs):
     result = checker_runs[(exercise_id, "solution")]
-    assert result.returncode == 0, result.stdout + result.stderr
-    # Without a GPU, a CUDA exercise's kernel does not run: passed on the CPU, not graded.
-    ungraded = grading.cuda_skip_reason() and f"{exercise_id}: CPU CHECKS PASSED" in result.stdout
-    assert f"{exercise_id}: PASSED" in result.stdout or ungraded, result.stdout
+    # Without a GPU, a CUDA exercise's kernel does not run: passed on the CPU, not graded (3).
+    ungraded = exercise_id in CUDA_EXERCISES and grading.cuda_skip_reason() is not None
+    expected = check_exercise.NOT_GRADED_HERE if ungraded else check_exercise.PASSED
+    assert result.returncode == expected, result.stdout + result.stderr
+    verdict = "CPU CHECKS PASSED" if ungraded else "PASSED"
+    assert f"{exercise_id}: {verdict} (" in result.stdout, result.stdout
     assert "  FAIL  " not in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the verdict without a GPU")
+@SHARES_CHECKER_RUNS
+@pytest.mark.parametrize("exercise_id", CUDA_EXERCISES)
+def test_cuda_solution_without_a_gpu_exits_3_not_graded(exercise_id, checker_runs):
+    """A script that grades by exit status must not count a kernel that never ran as a pass."""
+    result = checker_runs[(exercise_id, "solution")]
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert f"{exercise_id}: CPU CHECKS PASSED" in result.stdout
+    assert "not graded until make check runs on a GPU machine. Exit status 3." in result.stdout
 
 
 @pytest.mark.slow
@@ -147,9 +166,11 @@ def test_untouched_stub_fails_the_checker(exercise_id, checker_runs):
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
 def test_lesson_states_each_exercise_of_its_chapter(chapter):
-    lesson = (chapter / "README.md").read_text()
-    assert "\n## Exercises" in lesson, f"{chapter.name}/README.md has no Exercises section"
-    exercises_section = lesson.split("\n## Exercises", 1)[1]
+    # The lesson is README.md, or README.md and its parts (chapter 5: part1_operators.md, ...).
+    pages = [chapter / "README.md", *sorted(chapter.glob("part*.md"))]
+    sections = [page.read_text().split("\n## Exercises", 1) for page in pages]
+    exercises_section = "\n".join(s[1].split("\n## ", 1)[0] for s in sections if len(s) == 2)
+    assert exercises_section, f"{chapter.name}'s lesson has no Exercises section"
     number = re.match(r"chapter(\d+)_", chapter.name).group(1)
     for check_file in sorted((chapter / "exercises").glob("check_*.py")):
         command = f"make check EX=ch{number}/{check_file.stem.removeprefix('check_')}"
@@ -158,7 +179,7 @@ def test_lesson_states_each_exercise_of_its_chapter(chapter):
 
 def test_unknown_exercise_lists_the_real_ones():
     result = run_checker("ch9/nothing")
-    assert result.returncode == 3
+    assert result.returncode == check_exercise.USAGE == 4
     assert "no exercise 'ch9/nothing'" in result.stdout
 
 
@@ -269,7 +290,7 @@ def test_an_empty_cuda_kernel_is_not_graded_without_a_gpu(tmp_path):
         "  for (int64_t v = first; v < num_vecs; v += stride) {",
     )
     result = run_checker("ch3/gelu", "--source", str(source))
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 3, result.stdout + result.stderr
     assert "ch3/gelu: CPU CHECKS PASSED" in result.stdout
     assert "not graded" in result.stdout
     assert "ch3/gelu: PASSED" not in result.stdout
@@ -277,5 +298,91 @@ def test_an_empty_cuda_kernel_is_not_graded_without_a_gpu(tmp_path):
 
 def test_a_misspelt_exercise_gets_a_did_you_mean():
     result = run_checker("ch1/keyword-args")
-    assert result.returncode == 3
+    assert result.returncode == 4
     assert "did you mean ch1/keyword_args?" in result.stdout
+
+
+# ---- the exit status, and make check: what a script (or a learner) sees -------------------------
+
+
+@pytest.mark.parametrize(
+    ("exercise_id", "expected"),
+    [("ch3/gelu", 3), ("ch2/leaky_relu", 0)],
+    ids=["cuda-exercise-not-graded", "cpp-exercise-passed"],
+)
+def test_cpu_checks_passing_without_a_gpu_exit_3_only_for_a_cuda_exercise(
+    exercise_id, expected, monkeypatch, capsys
+):
+    """The verdict without building or a GPU: every check that ran passed, the CUDA ones were
+    skipped. A CUDA exercise's kernel did not run, so it is not graded (3); a C++ one passed."""
+    no_gpu = "no CUDA device here"
+    monkeypatch.setattr(grading, "cuda_skip_reason", lambda: no_gpu)
+    monkeypatch.setattr(check_exercise, "build", lambda exercise, source, variant: None)
+    outcomes = [grading.Outcome("op [cpu]", "PASS"), grading.Outcome("op [cuda]", "SKIP", no_gpu)]
+    monkeypatch.setattr(grading, "run_checks", lambda module, ops, before: iter(outcomes))
+    solution = check_exercise.find_exercise(exercise_id).solution
+    status = check_exercise.check_in_this_process(exercise_id, solution, "solution", False)
+    out = capsys.readouterr().out
+    assert status == expected, out
+    if expected == 3:
+        assert f"{exercise_id}: CPU CHECKS PASSED (1 passed, 0 failed, 1 skipped)" in out
+        assert "not graded until make check runs on a GPU machine. Exit status 3." in out
+    else:
+        assert f"{exercise_id}: PASSED (1 passed, 0 failed, 1 skipped)" in out
+
+
+def run_make_check(*variables: str) -> subprocess.CompletedProcess:
+    """`make -s check VARIABLES...` as a learner types it, from the repository root; not inside
+    the make that may be running these tests (its MAKEFLAGS would pass its variables on)."""
+    make_own = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    env = {k: v for k, v in os.environ.items() if k not in make_own}
+    return subprocess.run(
+        ["make", "-s", "check", *variables],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=env,
+    )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
+def test_make_check_without_ex_lists_the_exercises_and_succeeds():
+    result = run_make_check(f"PY={sys.executable}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "usage: make check EX=ch3/gelu [SOLUTION=1]; the exercises:" in result.stdout
+    assert result.stdout.split("the exercises:\n", 1)[1].split() == EXERCISES
+    assert "Error" not in result.stderr, result.stderr
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
+def test_make_check_fails_with_the_checkers_exit_status(tmp_path):
+    """make exits 2 for any failed command, and names the checker's status in its Error line. A
+    stand-in for python that exits 3 (not graded here) shows what make passes to the checker."""
+    fake_python = tmp_path / "python"
+    fake_python.write_text('#!/bin/sh\necho "checker called with: $*"\nexit 3\n')
+    fake_python.chmod(0o755)
+    result = run_make_check("EX=ch3/gelu", "SOLUTION=1", f"PY={fake_python}")
+    assert "checker called with: tools/check_exercise.py ch3/gelu --solution" in result.stdout
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert re.search(r"\[Makefile:\d+: check\] Error 3$", result.stderr, flags=re.M), result.stderr
+
+
+# ---- the labels of the checks' messages ---------------------------------------------------------
+
+
+def clamp_scale_without_bounds(
+    values: list[float], factor: float = 2.0, *, lo: float = -math.inf, hi: float = math.inf
+) -> list[float]:
+    """A wrong ch1/keyword_args: the signature is right, lo and hi are ignored."""
+    return [v * factor for v in values]
+
+
+def test_a_failed_keyword_args_check_names_the_call_with_its_values():
+    check = check_exercise.find_exercise("ch1/keyword_args").check
+    ops = SimpleNamespace(clamp_scale=clamp_scale_without_bounds)
+    details = {o.name: o.detail for o in grading.run_checks(check, ops) if o.status == "FAIL"}
+    keyword_only = details[grading._describe(check.check_lo_and_hi_are_keyword_only, None)]
+    assert keyword_only.startswith("clamp_scale([5 floats], 2.0, lo=-1.0, hi=1.0): "), keyword_only
+    # No label anywhere shows an argument without its value, as "lo=, hi=" did.
+    assert not [d for d in details.values() if re.search(r"\w=[,)]", d)], details

@@ -177,7 +177,7 @@ SHARED_COPIES = {
         "chapter2_tensor_api",
         "chapter3_cuda_kernels",
         "chapter4_autograd",
-        "chapter5_extensions",
+        "chapter5_extensions/benchmarks",
         "tools",
     ],
     "checks.h": ["chapter2_tensor_api", "chapter3_cuda_kernels", "chapter4_autograd"],
@@ -315,7 +315,11 @@ def test_no_chapter_defines_a_shared_helper_again():
         "gpu_timer.py": ["event_ms", "class Timer"],
     }
     found = []
-    for path in [*REPO.glob("chapter*_*/*.py"), *REPO.glob("tools/*.py")]:
+    for path in [
+        *REPO.glob("chapter*_*/*.py"),
+        *REPO.glob("chapter*_*/*/*.py"),
+        *REPO.glob("tools/*.py"),
+    ]:
         if path.name in names:
             continue
         text = path.read_text()
@@ -326,20 +330,88 @@ def test_no_chapter_defines_a_shared_helper_again():
     assert found == []
 
 
+# Every lesson page: a chapter's README.md, chapter 5's parts, each chapter's further/ pages.
+LESSONS = [
+    page
+    for chapter in CHAPTERS
+    for page in [
+        chapter / "README.md",
+        *sorted(p for p in chapter.glob("*.md") if p.name != "README.md"),
+        *sorted(chapter.glob("further/*.md")),
+    ]
+]
+
+
+MAIN_PATH_WORDS = 4_000  # about 30 minutes of reading
+FURTHER_PAGE_WORDS = 3_000
+
+
+def main_path(lesson: Path) -> str:
+    """What a reader reads in one sitting: a lesson up to its `## Going further` list."""
+    return lesson.read_text().split("\n## Going further", 1)[0]
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_lesson_is_read_in_one_sitting(lesson):
+    words = len(main_path(lesson).split())
+    limit = FURTHER_PAGE_WORDS if lesson.parent.name == "further" else MAIN_PATH_WORDS
+    assert words <= limit, (
+        f"{lesson.relative_to(REPO)}: {words} words before Going further (at most {limit}); "
+        "move what only some readers want to a page of its own in further/"
+    )
+
+
+@pytest.mark.parametrize(
+    "lesson",
+    [p for p in LESSONS if p.parent.name != "further"],
+    ids=lambda p: str(p.relative_to(REPO)),
+)
+def test_a_lesson_opens_with_how_long_it_takes(lesson):
+    """Before its first section a lesson says what you will learn, what you need and how long
+    it takes; the time is the part a test can see."""
+    opening = lesson.read_text().split("\n## ", 1)[0]
+    assert re.search(r"\b\d+ minutes\b", opening), (
+        f"{lesson.relative_to(REPO)}: say how long the lesson takes before its first section"
+    )
+
+
+@pytest.mark.parametrize(
+    "page",
+    [p for p in LESSONS if p.parent.name == "further"],
+    ids=lambda p: str(p.relative_to(REPO)),
+)
+def test_an_optional_page_opens_with_what_it_adds(page):
+    """A page of further/ is found from a link: its first paragraph, under the title, says in a
+    line or two what it adds, and the page links back to a lesson."""
+    lines = page.read_text().splitlines()
+    assert lines[0].startswith("# "), f"{page.name}: the first line is the page's title"
+    paragraph = " ".join(lines[2 : lines.index("", 2) if "" in lines[2:] else None])
+    assert paragraph and not paragraph.startswith(("#", "|", "```", "-")), (
+        f"{page.name}: under the title, one line saying what the page adds"
+    )
+    assert len(paragraph.split()) <= 60, f"{page.name}: the opening line is a paragraph"
+    assert re.search(r"\]\(\.\./(README|part\d\w*)\.md", page.read_text()), (
+        f"{page.name}: link back to the lesson it extends"
+    )
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
-def test_code_quoted_in_a_lesson_is_the_code_in_its_file(chapter):
-    """A block fenced as ```cpp title="addone.cpp" must appear, line for line, in that file."""
-    lesson = (chapter / "README.md").read_text()
-    blocks = FENCE.findall(lesson)
-    assert blocks, f"{chapter.name}/README.md quotes no source file"
-    for filename, block in blocks:
-        source = (chapter / filename).read_text()
-        assert block in source, (
-            f"{chapter.name}/README.md quotes {filename} text it does not contain"
-        )
+def test_every_chapter_lesson_quotes_its_code(chapter):
+    assert FENCE.findall((chapter / "README.md").read_text()) or any(
+        FENCE.findall(p.read_text()) for p in LESSONS if p.parent == chapter
+    ), f"{chapter.name}'s lesson quotes no source file"
 
 
-PERF_LINK = re.compile(r"\(\.\./(docs/perf/[\w/.-]+\.md)\)")
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: str(p.relative_to(REPO)))
+def test_code_quoted_in_a_lesson_is_the_code_in_its_file(lesson):
+    """A block fenced as ```cpp title="addone.cpp" must appear, line for line, in that file
+    (named from the lesson's own folder)."""
+    for filename, block in FENCE.findall(lesson.read_text()):
+        source = (lesson.parent / filename).read_text()
+        assert block in source, f"{lesson.relative_to(REPO)} quotes {filename} text it lacks"
+
+
+PERF_LINK = re.compile(r"\((?:\.\./)+(docs/perf/[\w/.-]+\.md)\)")
 
 
 def measured_tables(lesson: str) -> list[tuple[str, list[str]]]:
@@ -362,13 +434,13 @@ def measured_tables(lesson: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
-def test_numbers_in_a_lesson_are_the_numbers_its_script_wrote(chapter):
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: str(p.relative_to(REPO)))
+def test_numbers_in_a_lesson_are_the_numbers_its_script_wrote(lesson):
     """A table after a link to docs/perf/....md must be rows of that file, copied unchanged."""
-    for source, rows in measured_tables((chapter / "README.md").read_text()):
+    for source, rows in measured_tables(lesson.read_text()):
         measured = (REPO / source).read_text().splitlines()
         for row in rows:
-            assert row in measured, f"{chapter.name}/README.md: {row!r} is not in {source}"
+            assert row in measured, f"{lesson.relative_to(REPO)}: {row!r} is not in {source}"
 
 
 def _tool(name: str) -> str:
@@ -429,3 +501,147 @@ def test_loaders_default_the_arch_list_as_the_makefile_does(preset):
     )
     expected = preset or ("" if torch.cuda.is_available() else "9.0")
     assert result.stdout.strip() == expected
+
+
+# ---- no path of one machine in the repository --------------------------------------------------
+
+# A path that names one machine's user or checkout: a home folder (/home/<user>/, /Users/<user>/,
+# root's), a checkout in /work/<name>/ or in a folder of /tmp that holds the chapters or the JIT
+# builds, a temporary folder named for a user (pytest's, Inductor's), or this checkout's own path.
+# It must start a path: the "/home/" inside a URL or after another folder is not one. System paths
+# (/usr/local/cuda, /dev/null) and the lessons' scratch folders (/tmp/scaled_gelu) pass. Written
+# so that no line of this file is such a path itself.
+NAME = r"\w[\w.-]*"
+MACHINE_PATH = re.compile(
+    r"(?<![\w.~])(?:"
+    rf"/(?:(?:home|Users)/{NAME}|root)/|/work/{NAME}/"
+    rf"|/tmp/(?:pytest-of-|torchinductor_){NAME}/"
+    rf"|/tmp/{NAME}/(?:chapter\d+_\w+|build/torch_extensions)/"
+    rf"|{re.escape(str(REPO))}/"
+    r")"
+)
+
+
+def machine_paths_in(text: str) -> list[str]:
+    """Each line of `text` that holds a machine's path, as `line N: ...the path...`."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in MACHINE_PATH.finditer(line):
+            found.append(f"line {number}: ...{line[max(0, match.start() - 20) : match.end() + 40]}")
+    return found
+
+
+def _path(*parts: str) -> str:
+    """The parts as an absolute path: written so, the examples below are no paths in this file."""
+    return "/" + "/".join(parts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _path("work", "main", "chapter5_extensions", "load_jit.py"),
+        _path("home", "alice", "course", "README.md"),
+        f'File "{_path("root", ".pyenv", "versions", "3.11.7", "lib", "subprocess.py")}"',
+        f"--prefix={_path('Users', 'bob', 'venv')}",
+        _path("tmp", "base", "chapter2_tensor_api", "build_utils.py"),
+        _path("tmp", "pytest-of-alice", "pytest-3", "x.txt"),
+        f"PATH={_path('tmp', 'x', 'bin')}:{_path('home', 'alice', 'bin')}",
+    ],
+)
+def test_machine_path_pattern_catches_a_user_or_checkout(text):
+    assert machine_paths_in(text), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "/usr/local/cuda/bin/nvcc",
+        "/dev/null",
+        "python scaffold.py scaled_gelu --dest /tmp/scaled_gelu && ls /tmp/scaled_gelu/csrc/",
+        "/tmp/reproduce_errors/ninja_missing/build.py",
+        "https://github.com/pytorch/pytorch/home/x/",
+        "~/work/course/chapter1_cpp_to_python/",
+        "docs/tmp/chapter1_cpp_to_python/",
+    ],
+)
+def test_machine_path_pattern_passes_system_and_scratch_paths(text):
+    assert machine_paths_in(text) == [], text
+
+
+def tracked_text_files() -> list[Path]:
+    """`git ls-files` that exist and are text (no NUL byte, UTF-8): sources, lessons, notebooks."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: git ls-files names the tracked files")
+    files = []
+    for name in filter(None, listed.decode().split("\0")):
+        path = REPO / name
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            continue
+        try:
+            data.decode()
+        except UnicodeDecodeError:
+            continue
+        files.append(path)
+    return files
+
+
+def test_no_tracked_file_holds_a_path_of_one_machine():
+    """A log or an output pasted from one machine keeps its paths (the checkout's .venv/bin/python
+    by its absolute path, a traceback's frames in a home folder): write them relative to the
+    repository, or cut them as tools/reproduce_errors.py does ("[...]")."""
+    found = {
+        str(path.relative_to(REPO)): hits
+        for path in tracked_text_files()
+        if (hits := machine_paths_in(path.read_text()))
+    }
+    assert found == {}, "\n".join(f"{name}: {hit}" for name, hits in found.items() for hit in hits)
+
+
+# ---- CUDA_HOME in a plain shell ----------------------------------------------------------------
+
+# build_utils and each loader, imported from its folder as a lesson's command does.
+CUDA_HOME_IMPORTS = [
+    ("chapter2_tensor_api", "build_utils"),
+    ("chapter1_cpp_to_python", "load_chapter1"),
+    ("chapter1_cpp_to_python", "load_inline_example"),
+    ("chapter2_tensor_api", "load_chapter2"),
+    ("chapter3_cuda_kernels", "load_chapter3"),
+    ("chapter4_autograd", "load_chapter4"),
+    ("chapter5_extensions", "load_jit"),
+]
+
+
+@pytest.mark.skipif(
+    not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no toolkit in /usr/local/cuda"
+)
+@pytest.mark.parametrize(
+    ("folder", "module"), CUDA_HOME_IMPORTS, ids=[m for _, m in CUDA_HOME_IMPORTS]
+)
+def test_a_plain_shell_is_told_the_cuda_home_the_builds_use(folder, module):
+    """torch.utils.cpp_extension guesses CUDA_HOME as it is imported and, without a GPU, logs "No
+    CUDA runtime is found, using CUDA_HOME=...". build_utils sets /usr/local/cuda first, so the
+    line must name that folder, not /usr/local (the guess from a /usr/local/bin/nvcc launcher):
+    build_utils is imported before torch.utils.cpp_extension, by every loader too."""
+    venvs = {Path(sys.prefix) / "bin", REPO / ".venv" / "bin"}
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if Path(p) not in venvs]
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = os.pathsep.join(path)
+    code = (
+        f"import sys; sys.path.insert(0, {folder!r}); import {module}; "
+        "import torch.utils.cpp_extension as c; print(c.CUDA_HOME)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    used = result.stdout.strip().splitlines()[-1]
+    assert used == "/usr/local/cuda"
+    logged = re.findall(r"using CUDA_HOME='([^']*)'", result.stderr)
+    assert all(shown == used for shown in logged), result.stderr

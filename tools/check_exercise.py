@@ -7,8 +7,15 @@
 
 An exercise `chN/name` lives in chapterN_*/exercises/: `check_name.py` holds its checks (the
 specification, read it) and names the file you write (SOURCE, a `TODO` stub until you do); the
-reference solution is solutions/chapterN_*/<SOURCE>. Exit status: 0 every check passed (checks that
-need a GPU may be skipped), 1 a check failed, 2 the build failed, 3 no such exercise.
+reference solution is solutions/chapterN_*/<SOURCE>.
+
+Exit status (a script that grades with this counts only 0 as a pass):
+    0  passed: every check passed (a check that needs a GPU may be skipped, as chapter 1's are)
+    1  not yet: a check failed, crashed or timed out
+    2  the build failed, or the built library failed to load
+    3  not graded on this machine: a CUDA exercise without a GPU; the CPU checks passed, but the
+       kernel did not run, and an empty kernel passes them too
+    4  usage: no such exercise or file, or no exercise named (the exercises are listed)
 """
 
 from __future__ import annotations
@@ -31,11 +38,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # check files import `grading`
 
 import grading  # noqa: E402
+
+# The exit status, as the module docstring lists it.
+PASSED, NOT_YET, BUILD_FAILED, NOT_GRADED_HERE, USAGE = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -56,6 +67,12 @@ class Exercise:
     @property
     def solution(self) -> Path:
         return REPO / "solutions" / self.chapter.name / self.source
+
+    @property
+    def is_cuda(self) -> bool:
+        """A kernel to write or given (a .cu file): its checks need a GPU to grade it."""
+        given = getattr(self.check, "GIVEN", [])
+        return any(name.endswith(".cu") for name in [self.source, *given])
 
 
 def all_exercise_ids() -> list[str]:
@@ -113,17 +130,18 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
     """Compile the exercise's C++/CUDA (the learner's file and any GIVEN files) and return what
     its checks call: the pybind11 module, the `torch.ops.<LIBRARY>` namespace, or, for a Python
     exercise, the imported module."""
+    import build_utils  # first: it sets CUDA_HOME, which torch.utils.cpp_extension reads on import
+
+    # isort: split
     import torch
     from filelock import FileLock  # installed with torch, which locks its own builds with it
-    from torch.utils.cpp_extension import CUDA_HOME, load
-
-    import build_utils
+    from torch.utils.cpp_extension import load
 
     build_utils.put_ninja_on_path()
 
     given = [exercise.folder / name for name in getattr(exercise.check, "GIVEN", [])]
     compiled = [p for p in [source, *given] if p.suffix in (".cpp", ".cu")]
-    if any(p.suffix == ".cu" for p in compiled) and (torch.version.cuda is None or not CUDA_HOME):
+    if any(p.suffix == ".cu" for p in compiled) and not build_utils.can_build_cuda():
         raise BuildFailed("this exercise is CUDA: it needs a CUDA build of torch and nvcc")
     library = getattr(exercise.check, "LIBRARY", None)
     built: object = None
@@ -206,12 +224,12 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
         exercise = find_exercise(exercise_id)
     except LookupError as e:
         print(e)
-        return 3
+        return USAGE
     if source is None:
         source = exercise.solution if variant == "solution" else exercise.folder / exercise.source
     if not source.exists():
         print(f"{exercise_id}: {source} does not exist")
-        return 3
+        return USAGE
     shown = source.relative_to(REPO) if source.is_relative_to(REPO) else source
     print(f"== {exercise_id}: {shown}", flush=True)
     start = time.perf_counter()
@@ -271,8 +289,8 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
             "that never ends? The check was stopped (EXERCISE_CHECK_TIMEOUT sets the limit)."
         )
         print(f"{exercise_id}: NOT YET (timed out). Look for a loop that cannot end.")
-        return 1
-    if returncode in (0, 1, 2, 3):
+        return NOT_YET
+    if returncode in (PASSED, NOT_YET, BUILD_FAILED, NOT_GRADED_HERE):  # the child's verdict
         return returncode
     # The C++ message, without the stack of frames that c10 appends to it.
     errors = re.split(r"^(?:Exception raised from|frame #0)", errors, maxsplit=1, flags=re.M)[0]
@@ -284,7 +302,7 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
     if not built:
         print(f"LOADING FAILED after {elapsed:.1f} s ({why}): it compiled, and loading it threw:")
         print("\n".join(lines[-20:]))
-        return 2
+        return BUILD_FAILED
     print(f"  CRASH  {running or 'after the last check above'}")
     print(f"        the process died ({why}) in this check. What it printed last:")
     # faulthandler's report lists the newest frame first: show it from its top.
@@ -292,7 +310,7 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
     shown = lines[top : top + 16] if top is not None else lines[-12:]
     print("\n".join(f"        {line}" for line in shown))
     print(f"{exercise_id}: NOT YET (it crashed). Fix the crash first.")
-    return 1
+    return NOT_YET
 
 
 def check_in_this_process(exercise_id: str, source: Path, variant: str, benchmark: bool) -> int:
@@ -303,7 +321,7 @@ def check_in_this_process(exercise_id: str, source: Path, variant: str, benchmar
         ops = build(exercise, source.resolve(), variant)
     except BuildFailed as e:
         print(f"BUILD FAILED after {time.perf_counter() - start:.1f} s:\n{e}")
-        return 2
+        return BUILD_FAILED
     print(f"built in {time.perf_counter() - start:.1f} s")
     print(MARK + "built", flush=True)
     grading.LEARNER_FILES.add(str(source.resolve()))
@@ -336,23 +354,32 @@ def check_in_this_process(exercise_id: str, source: Path, variant: str, benchmar
         print(f"skipped: {reason}")
     if failed:
         print(f"{exercise_id}: NOT YET ({summary}). Start with the first FAIL above.")
-        return 1
-    given = getattr(exercise.check, "GIVEN", [])
-    if any(name.endswith(".cu") for name in [exercise.source, *given]) and (
-        grading.cuda_skip_reason()
-    ):
+        return NOT_YET
+    if exercise.is_cuda and grading.cuda_skip_reason():
         # The CPU checks say nothing of the kernel: an empty one passes them too.
         print(
             f"{exercise_id}: CPU CHECKS PASSED ({summary}). The CUDA kernel compiled but did not "
-            "run here (no GPU): it is not graded until make check runs on a GPU machine."
+            "run here (no GPU): it is not graded until make check runs on a GPU machine. "
+            f"Exit status {NOT_GRADED_HERE}."
         )
-        return 0
+        return NOT_GRADED_HERE
     print(f"{exercise_id}: PASSED ({summary})")
-    return 0
+    return PASSED
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A wrong argument exits with USAGE, not argparse's 2, which here means the build failed."""
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"{self.prog}: error: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="exit status: 0 passed, 1 not yet, 2 build failed, 3 not graded on this machine "
+        "(a CUDA exercise without a GPU), 4 usage",
+    )
     parser.add_argument("exercise", nargs="?", help="e.g. ch3/gelu")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--solution", action="store_true", help="check the reference solution")
@@ -367,8 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.list or not args.exercise:
+        if not args.list:
+            parser.print_usage()
         print("\n".join(all_exercise_ids()))
-        return 0 if args.list else 3
+        return PASSED if args.list else USAGE
     if os.environ.get("EXERCISE_VARIANT"):  # the child process of check(): the parent's build
         variant = os.environ["EXERCISE_VARIANT"]
     elif args.source:

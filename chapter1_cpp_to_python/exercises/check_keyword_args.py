@@ -53,6 +53,12 @@ def expect_same_list(got: object, expected: list[float], what: str) -> None:
     expect_close(as_tensor(got), as_tensor(expected), atol=0, rtol=0, what=what)
 
 
+def expect_call_gives(ops, expected: list[float], *args: object, **kwargs: object) -> None:
+    """ops.clamp_scale(*args, **kwargs) returns `expected`; a failure names the call with the
+    values passed, as describe_call shows them."""
+    expect_same_list(call(ops, *args, **kwargs), expected, describe_call(args, kwargs))
+
+
 def random_values(count: int, seed: int) -> list[float]:
     rng = random.Random(seed)
     return [rng.uniform(-10, 10) for _ in range(count)]
@@ -62,19 +68,19 @@ def check_all_arguments_given_by_name(ops):
     """clamp_scale(values=..., factor=..., lo=..., hi=...) matches the Python reference"""
     values = random_values(1001, seed=0)
     for factor, lo, hi in [(3.0, -5.0, 7.5), (-0.5, -1.0, 1.0), (1.0, 2.0, 2.0)]:
-        got = call(ops, values=values, factor=factor, lo=lo, hi=hi)
-        expect_same_list(got, reference(values, factor, lo=lo, hi=hi), f"{factor=}, {lo=}, {hi=}")
+        expected = reference(values, factor, lo=lo, hi=hi)
+        expect_call_gives(ops, expected, values=values, factor=factor, lo=lo, hi=hi)
 
 
 def check_defaults(ops):
     """factor defaults to 2.0, lo to -inf and hi to +inf, each on its own"""
     values = random_values(257, seed=1)
-    expect_same_list(call(ops, values), reference(values), "clamp_scale(values)")
-    expect_same_list(call(ops, values, 0.5), reference(values, 0.5), "clamp_scale(v, 0.5)")
-    expect_same_list(call(ops, values, lo=0.0), reference(values, lo=0.0), "only lo=0.0")
-    expect_same_list(call(ops, values, hi=1.0), reference(values, hi=1.0), "only hi=1.0")
+    expect_call_gives(ops, reference(values), values)
+    expect_call_gives(ops, reference(values, 0.5), values, 0.5)
+    expect_call_gives(ops, reference(values, lo=0.0), values, lo=0.0)
+    expect_call_gives(ops, reference(values, hi=1.0), values, hi=1.0)
     big = [1e308, -1e308]  # times 2 overflows to +-inf: no finite default bound may clip it
-    expect_same_list(call(ops, big), [math.inf, -math.inf], "clamp_scale([1e308, -1e308])")
+    expect_call_gives(ops, [math.inf, -math.inf], big)
 
 
 def check_lo_and_hi_are_keyword_only(ops):
@@ -88,8 +94,7 @@ def check_lo_and_hi_are_keyword_only(ops):
         raise CheckFailed(
             f"{describe_call(args, {})} returned: lo and hi must be keyword-only (py::kw_only())"
         )
-    got = call(ops, values, 2.0, lo=-1.0, hi=1.0)
-    expect_same_list(got, reference(values, 2.0, lo=-1.0, hi=1.0), "clamp_scale(v, 2.0, lo=, hi=)")
+    expect_call_gives(ops, reference(values, 2.0, lo=-1.0, hi=1.0), values, 2.0, lo=-1.0, hi=1.0)
 
 
 def check_docstring_names_the_arguments_and_says_what_it_does(ops):
@@ -114,8 +119,8 @@ def check_docstring_names_the_arguments_and_says_what_it_does(ops):
 
 def check_empty_list_gives_empty_list(ops):
     """an empty list gives an empty list (with and without bounds)"""
-    expect_same_list(call(ops, []), [], "clamp_scale([])")
-    expect_same_list(call(ops, [], 3.0, lo=-1.0, hi=1.0), [], "clamp_scale([], 3.0, ...)")
+    expect_call_gives(ops, [], [])
+    expect_call_gives(ops, [], [], 3.0, lo=-1.0, hi=1.0)
 
 
 def check_returns_a_new_list(ops):

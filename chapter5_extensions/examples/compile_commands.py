@@ -17,19 +17,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-from torch.utils.cpp_extension import CUDA_HOME
-
 CHAPTER = Path(__file__).resolve().parents[1]  # the package and its build/
 sys.path.insert(0, str(CHAPTER))
 
 import build_inplace  # noqa: E402
+import build_utils  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> Path:
     build_inplace.build_inplace()
     # The variant setup.py builds by default (its use_cuda()): build/cuda or build/cpu.
-    with_cuda = os.environ.get("USE_CUDA", "1" if torch.version.cuda and CUDA_HOME else "0") == "1"
+    with_cuda = os.environ.get("USE_CUDA", "1" if build_utils.can_build_cuda() else "0") == "1"
     variant = "cuda" if with_cuda else "cpu"
     ninja_files = sorted((CHAPTER / "build" / variant).glob("temp.*/build.ninja"))
     if not ninja_files:
