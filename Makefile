@@ -94,14 +94,17 @@ $(VENV)/.installed: requirements.txt
 	@touch $@
 
 tutorial: $(ENV_READY)
-	@$(TAKE_CXX_FIX); for demo in $(DEMOS); do \
+	@$(TAKE_CXX_FIX); $(PY) tools/build_all.py && for demo in $(DEMOS); do \
 	  echo; echo "======== $$demo ========"; \
 	  $(PY) $$demo; \
 	done
 	@echo; echo "Tutorial done. Next: read chapter1_cpp_to_python/README.md and open its notebook."
 
+# Every extension is built first (tools/build_all.py: side by side, with progress), so that no
+# test waits on a build in silence and none builds what another built.
 test: $(ENV_READY)
-	$(PY) -m pytest --nbmake --nbmake-timeout=600 tests $(CHAPTERS) $(PYTEST_ARGS)
+	@$(TAKE_CXX_FIX); $(PY) tools/build_all.py && \
+	  $(PY) -m pytest --nbmake --nbmake-timeout=600 tests $(CHAPTERS) $(PYTEST_ARGS)
 
 doctor: $(ENV_READY)
 	@$(PY) tools/doctor.py

@@ -28,7 +28,7 @@ print(time.perf_counter() - start)
 """
 CALLS = {
     "`addone` with `load()` (includes only pybind11)": "load(name='addone', sources=[{here!r} + '/addone.cpp'], extra_cflags=['-O3'], build_directory={build!r})",
-    "`pybind_features` with `load()` (includes `torch/extension.h`)": "load(name='pybind_features', sources=[{here!r} + '/pybind_features.cpp'], extra_cflags=['-O3'], build_directory={build!r})",
+    "`pybind_features` with `load()` (includes `torch/csrc/utils/pybind.h`)": "load(name='pybind_features', sources=[{here!r} + '/pybind_features.cpp'], extra_cflags=['-O3'], build_directory={build!r})",
     "`addone_inline` with `load_inline()` (one line of C++, plus `torch/extension.h`)": "from load_inline_example import CPP_SOURCE; load_inline(name='addone_inline', cpp_sources=[CPP_SOURCE], functions=['addone'], extra_cflags=['-O3'], build_directory={build!r})",
 }
 

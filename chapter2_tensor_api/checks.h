@@ -4,7 +4,7 @@
 // builds on its own; tests/test_repo.py fails if the copies differ.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>  // at::Tensor, its methods and TORCH_CHECK; not all of ATen
 
 namespace course {
 

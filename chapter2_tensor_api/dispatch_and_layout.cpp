@@ -4,7 +4,16 @@
 //      library such as PyTorch calls it for C = A @ B without a single transpose copy.
 // Lesson sections "What a call costs in C++" and "Row-major meets column-major".
 
-#include <torch/extension.h>
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>  // at::mm_out as well
 
 #include "checks.h"
 

@@ -5,10 +5,21 @@
 //   v3 the loop, parallel        v2's loop split over rows with at::parallel_for
 // Built by load_chapter2.py; tested in test_chapter2.py; timed by benchmark.py.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <torch/extension.h>
+#include <ATen/TensorOperators.h>  // x * scale + bias
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/relu.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <thread>

@@ -2,8 +2,20 @@
 // torch.nn.LSTMCell (gate order i, f, g, o) and also returns what chapter 4's backward needs.
 // Equations and reference in the lesson ("An LSTM cell in ATen").
 
-#include <torch/extension.h>
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 
+#include <ATen/TensorOperators.h>  // forget_gate * c + ...
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/tanh.h>
+
+#include <utility>
 #include <vector>
 
 #include "checks.h"

@@ -3,7 +3,11 @@
 // nvcc) load_chapter3.py builds the .cpp files alone and WITH_CUDA stays undefined.
 #pragma once
 
-#include <ATen/ATen.h>
+// Declaring these needs at::Tensor only. The .cu files take the current stream from
+// <c10/cuda/CUDAStream.h> (c10::cuda::getCurrentCUDAStream, which at::cuda:: re-exports) and the
+// GPU's properties from <ATen/cuda/CUDAContextLight.h>: the two things most code includes the
+// larger <ATen/cuda/CUDAContext.h> for.
+#include <ATen/core/Tensor.h>
 
 namespace cuda_ops {
 

@@ -8,12 +8,22 @@
 // Each launcher: checks, device guard, current stream, C10_CUDA_KERNEL_LAUNCH_CHECK. Indices are
 // 64-bit throughout: a tensor may have more than 2^31 elements. Built by load_chapter3.py.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "checks.h"
@@ -196,7 +206,7 @@ at::Tensor fused_bias_relu_v4_launch(const at::Tensor& x, const at::Tensor& bias
   Prepared p = prepare(x, bias, op);
   if (p.numel == 0) return p.out;
   const c10::cuda::CUDAGuard device_guard(x.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v4", [&] {
         const auto s = static_cast<at::opmath_type<scalar_t>>(scale);
@@ -218,7 +228,7 @@ at::Tensor fused_bias_relu_v1(const at::Tensor& x, const at::Tensor& bias, doubl
   Prepared p = prepare(x, bias, "fused_bias_relu_v1");
   if (p.numel == 0) return p.out;
   const c10::cuda::CUDAGuard device_guard(x.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int64_t blocks = course::ceil_div(p.numel, kThreads);
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(),
               "fused_bias_relu_v1: x has too many elements for one thread each (", p.numel,
@@ -238,7 +248,7 @@ at::Tensor fused_bias_relu_v2(const at::Tensor& x, const at::Tensor& bias, doubl
   Prepared p = prepare(x, bias, "fused_bias_relu_v2");
   if (p.numel == 0) return p.out;
   const c10::cuda::CUDAGuard device_guard(x.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v2", [&] {
         using opmath_t = at::opmath_type<scalar_t>;
@@ -259,7 +269,7 @@ at::Tensor fused_bias_relu_v3(const at::Tensor& x, const at::Tensor& bias, doubl
   check_threads_per_block(threads, "fused_bias_relu_v3");
   if (p.numel == 0) return p.out;
   const c10::cuda::CUDAGuard device_guard(x.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_v3", [&] {
         const auto s = static_cast<at::opmath_type<scalar_t>>(scale);

@@ -3,7 +3,7 @@
 // chapters 3 and 4, so that each folder builds on its own; tests/test_repo.py fails if they differ.
 #pragma once
 
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAContextLight.h>  // at::cuda::getCurrentDeviceProperties
 #include <c10/cuda/CUDAException.h>
 
 #include <cstdint>

@@ -2,11 +2,25 @@
 // device: the CUDA kernels of fused_bias_relu.cu and reduce_sum.cu, or a CPU implementation
 // (so every op works, and is tested, on a machine without a GPU). Built by load_chapter3.py.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/utils/pybind.h>  // pybind11, and the caster between torch.Tensor and at::Tensor
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "checks.h"
 #include "cuda_ops.h"

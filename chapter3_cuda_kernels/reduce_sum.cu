@@ -11,10 +11,25 @@
 // v0-v5 add their blocks' results with atomicAdd, whose order changes from run to run. Half types
 // accumulate in float, float64 in double. Also sum_columns: one sum per column, deterministic.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/cuda/CUDAContextLight.h>  // at::cuda::getCurrentDeviceProperties
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "checks.h"
 #include "cuda_ops.h"
@@ -349,7 +364,7 @@ at::Tensor sum(const at::Tensor& x_in, SumVersion version) {
   if (x_in.numel() == 0) return at::zeros({}, x_in.options());
   const at::Tensor x = x_in.contiguous();
   const c10::cuda::CUDAGuard device_guard(x.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   at::Tensor out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "sum",
                                   [&] { out = sum_typed<scalar_t>(x, version, stream); });
@@ -366,7 +381,7 @@ at::Tensor sum_columns(const at::Tensor& x_in, int64_t block_x, int64_t block_y)
   if (rows == 0 || cols == 0) return at::zeros({cols}, x_in.options());
   const at::Tensor x = x_in.contiguous();
   const c10::cuda::CUDAGuard device_guard(x.device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   at::Tensor out = at::empty({cols}, x.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "sum_columns", [&] {
     using acc_t = at::opmath_type<scalar_t>;

@@ -2,7 +2,15 @@
 // FusedBiasReLUFunction in functions.py, for code that must be differentiable without Python
 // (lesson: "The same op with a C++ autograd::Function").
 
-#include <torch/extension.h>
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/core/Tensor.h>
+// torch::autograd::Function, without the whole C++ frontend that <torch/extension.h> brings.
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "ops.h"
 

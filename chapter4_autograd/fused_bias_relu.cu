@@ -9,10 +9,25 @@
 // Every launcher: checks, device guard, current stream, C10_CUDA_KERNEL_LAUNCH_CHECK, 64-bit
 // indices. Built by load_chapter4.py.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
 
 #include "checks.h"
 #include "cuda_ops.h"
@@ -158,7 +173,7 @@ std::tuple<at::Tensor, at::Tensor> relu_forward(const at::Tensor& x_in) {
   at::Tensor y = at::empty_like(x);
   at::Tensor mask = at::empty_like(x, x.options().dtype(at::kBool));
   if (x.numel() == 0) return {y, mask};
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "relu_forward", [&] {
     auto kernel = relu_forward_kernel<scalar_t>;
     const int64_t blocks = std::min(course::ceil_div(x.numel(), kThreads),
@@ -178,7 +193,7 @@ at::Tensor relu_backward(const at::Tensor& grad_y_in, const at::Tensor& mask_in)
   const at::Tensor mask = mask_in.contiguous();
   at::Tensor grad_x = at::empty_like(grad_y);
   if (grad_y.numel() == 0) return grad_x;
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, grad_y.scalar_type(), "relu_backward", [&] {
         auto kernel = relu_backward_kernel<scalar_t>;
@@ -201,7 +216,7 @@ at::Tensor fused_bias_relu_forward(const at::Tensor& x_in, const at::Tensor& bia
   at::Tensor y = at::empty_like(x);
   const int64_t numel = x.numel(), cols = x.size(-1);
   if (numel == 0) return y;
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "fused_bias_relu_forward", [&] {
         using opmath_t = at::opmath_type<scalar_t>;
@@ -235,7 +250,7 @@ std::tuple<at::Tensor, at::Tensor> fused_bias_relu_backward(const at::Tensor& gr
   at::Tensor grad_x = need_grad_x ? at::empty_like(y) : at::Tensor();
   at::Tensor grad_bias = need_grad_bias ? at::zeros({cols}, y.options()) : at::Tensor();
   if (rows == 0 || cols == 0 || !(need_grad_x || need_grad_bias)) return {grad_x, grad_bias};
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, y.scalar_type(), "fused_bias_relu_backward", [&] {
         using acc_t = at::opmath_type<scalar_t>;

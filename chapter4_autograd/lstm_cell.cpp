@@ -2,8 +2,22 @@
 // cell backward"). The backward's pointwise part runs as one CUDA kernel on the GPU
 // (lstm_cell.cu) and as ATen ops on the CPU; the matrix products are ATen's (cuBLAS, or BLAS).
 
-#include <torch/extension.h>
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 
+#include <ATen/TensorOperators.h>  // f * c + i * g, ...
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/zeros_like.h>
+
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "checks.h"

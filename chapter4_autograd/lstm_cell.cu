@@ -3,10 +3,23 @@
 // lstm_cell.cpp); the pointwise part before them, four gates and the cell state, is one pass here
 // instead of the dozen or so elementwise kernels autograd would launch. Built by load_chapter4.py.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
 
 #include "checks.h"
 #include "cuda_ops.h"
@@ -64,7 +77,7 @@ std::tuple<at::Tensor, at::Tensor> lstm_gates_backward(const at::Tensor& grad_h_
   at::Tensor grad_gates = at::empty_like(gates);
   at::Tensor grad_c_prev = at::empty_like(c);
   if (batch * hidden == 0) return {grad_gates, grad_c_prev};
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, c.scalar_type(), "lstm_cell_backward", [&] {
         using acc_t = at::opmath_type<scalar_t>;

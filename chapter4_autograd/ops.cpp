@@ -3,9 +3,26 @@
 // fused_bias_relu.cu, the LSTM cell in lstm_cell.cpp, the C++ autograd version in
 // autograd_cpp.cpp. Built by load_chapter4.py.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <torch/extension.h>
+#include <ATen/TensorOperators.h>  // y <= 0, active_grad * scale
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/utils/pybind.h>  // pybind11, and the caster between torch.Tensor and at::Tensor
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
 
 #include "checks.h"
 #include "cuda_ops.h"

@@ -3,7 +3,7 @@
 // autograd::Function (autograd_cpp.cpp) are both built from these.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <tuple>
 #include <vector>

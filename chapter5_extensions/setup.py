@@ -52,7 +52,9 @@ def extension():
     with_cuda = use_cuda()
     sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").glob("*.cpp"))
     # -fopenmp: the CPU kernels' at::parallel_for runs on one thread without it (chapter 2).
-    args = {"cxx": (["-O0", "-g"] if debug else ["-O3"]) + ["-fopenmp"]}
+    # -g0: Python's own compile flags, which setuptools puts first, include -g; debug information
+    # for torch's templates makes each object several times larger and slower to build.
+    args = {"cxx": (["-O0", "-g"] if debug else ["-O3", "-g0"]) + ["-fopenmp"]}
     # Headers are not sources: listed here, a change to one rebuilds the extension (setuptools
     # compares times with the .so) instead of leaving a stale build.
     depends = sorted(

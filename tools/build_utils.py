@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -127,6 +128,30 @@ def build_fingerprint(folder: Path, env: dict) -> str:
     return digest.hexdigest()
 
 
+NINJA_STEP = re.compile(r"^\[\d+/\d+\]")
+NINJA_SOURCE = re.compile(r" -c (\S+\.(?:cpp|cu)) ")
+
+
+def announce_inplace_build(folder: Path, env: dict) -> None:
+    """Say what a build will compile before its minutes start, and why CUDA code is compiled on a
+    machine that cannot run it."""
+    cpp = len(list((folder / "csrc").glob("*.cpp")))
+    cuda = len(list((folder / "csrc").rglob("*.cu")))
+    with_cuda = env.get("USE_CUDA", "1" if can_build_cuda() else "0") == "1" and cuda > 0
+    what = f"{cpp} C++" + (f" and {cuda} CUDA files" if with_cuda else " files")
+    print(
+        f"[{folder.name}] building {what} with setup.py: minutes on 2 cores the first time; "
+        "later builds recompile only what changed",
+        flush=True,
+    )
+    if with_cuda and not torch.cuda.is_available():
+        print(
+            f"[{folder.name}] no GPU here: the CUDA files are compiled all the same, so that they "
+            "are checked and ready for a GPU (USE_CUDA=0 skips them)",
+            flush=True,
+        )
+
+
 def build_inplace_with_setup_py(folder: Path, env: dict | None = None, verbose=False) -> str:
     """`python setup.py build_ext --inplace` in `folder`, unless nothing it depends on changed
     since the last build there; returns what it did, for the caller to print.
@@ -154,17 +179,29 @@ def build_inplace_with_setup_py(folder: Path, env: dict | None = None, verbose=F
     with FileLock(folder / "build" / "build_inplace.lock"):
         if stamp.exists() and stamp.read_text() == build_fingerprint(folder, env):
             return "built by another process"
-        result = subprocess.run(
+        announce_inplace_build(folder, env)
+        process = subprocess.Popen(
             [sys.executable, "setup.py", "build_ext", "--inplace"],
             cwd=folder,
             env=env,
-            capture_output=not verbose,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
         )
-        if result.returncode != 0:
+        output = []
+        for line in process.stdout:
+            output.append(line)
+            progress = NINJA_STEP.match(line)
+            if verbose:
+                print(line, end="", flush=True)
+            elif progress:  # "[3/16] csrc/cuda/lstm.cu": ninja's count, and what it compiles
+                source = NINJA_SOURCE.search(line)
+                what = Path(source.group(1)).relative_to(folder) if source else "linking"
+                print(f"[{folder.name}] {progress.group(0)} {what}", flush=True)
+        if process.wait() != 0:
             raise RuntimeError(
                 f"building failed (python setup.py build_ext --inplace in {folder}):\n"
-                f"{(result.stdout or '')[-4000:]}\n{(result.stderr or '')[-4000:]}"
+                + "".join(output)[-8000:]
             )
         stamp.with_suffix(".tmp").write_text(build_fingerprint(folder, env))
         stamp.with_suffix(".tmp").replace(stamp)  # whole or absent: never half-written

@@ -6,10 +6,18 @@
 //   rstd_r = 1 / sqrt(var_r + eps)  y[r, j] = (x[r, j] - mean_r) * rstd_r * weight[j] + bias[j]
 //   the reference: torch.nn.functional.layer_norm and torch.native_layer_norm
 
-#include <ATen/ATen.h>
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -58,7 +66,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& x_in
   // returns them. Then AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, ...) and one
   // at::parallel_for over the rows (grain: ~32K elements' worth of rows), calling layer_norm_row
   // for each. Row r of x and y starts at element r * n; its mean and rstd are element r.
-  return {at::zeros_like(x_in), at::zeros_like(x_in), at::zeros_like(x_in)};  // replace
+  const at::Tensor zeros = at::empty_like(x_in).zero_();  // replace, with the line below
+  return {zeros, zeros, zeros};
 }
 
 }  // namespace

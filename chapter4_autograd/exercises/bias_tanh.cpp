@@ -5,12 +5,22 @@
 //   x (..., C) seen as rows x C, bias (C,):   y[r, c] = tanh(x[r, c] + bias[c])
 //   grad_x[r, c] = grad_y[r, c] (1 - y[r, c]^2)      grad_bias[c] = sum over r of grad_x[r, c]
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 // torch::autograd::Function, without the whole C++ frontend that <torch/extension.h> brings.
 #include <torch/csrc/autograd/custom_function.h>
-#include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include <algorithm>

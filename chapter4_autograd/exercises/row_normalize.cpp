@@ -5,9 +5,20 @@
 //   y = x / max(||x||, eps), the 2-norm taken over the last dimension
 //   the reference: torch.nn.functional.normalize(x, p=2, dim=-1, eps=eps)
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 // torch::autograd::Function, without the whole C++ frontend that <torch/extension.h> brings.
 #include <torch/csrc/autograd/custom_function.h>
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>  // x / norm, grad_y * y, ...
+#include <ATen/core/Tensor.h>
+// One header per ATen function: another op needs its own (at::log: <ATen/ops/log.h>).
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 namespace {

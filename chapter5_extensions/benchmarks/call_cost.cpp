@@ -10,8 +10,9 @@
 // Built by call_cost.py with torch.utils.cpp_extension.load (host compiler only, no nvcc).
 
 #include <ATen/ops/relu_cpu_dispatch.h>
+#include <ATen/ops/threshold_backward.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>  // pybind11 and its at::Tensor caster
 #include <torch/library.h>
 
 #ifdef WITH_CUDA

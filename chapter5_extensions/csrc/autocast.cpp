@@ -7,6 +7,8 @@
 // reduce_sum follows torch.sum, which CUDA autocast runs in float32 (a sum of many bfloat16
 // values needs float's range and precision); CPU autocast leaves torch.sum alone, and so do we.
 
+// Not narrow: <ATen/autocast_mode.h> includes all of ATen's operators itself, so this is the one
+// file of the package that parses them (chapter 1, "Narrow headers").
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 

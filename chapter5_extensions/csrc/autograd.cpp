@@ -6,6 +6,13 @@
 // step of a recurrent network, notices. call_cost.py measures both ways side by side (lesson:
 // "What a call costs").
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 

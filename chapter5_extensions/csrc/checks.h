@@ -10,7 +10,7 @@
 // by the rare caller who passes a view.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/OpMathType.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 

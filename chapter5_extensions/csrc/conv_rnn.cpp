@@ -7,7 +7,15 @@
 // and the output stacks h_1 ... h_T, shape (batch, time, features). The kernel is (K,) or a
 // conv1d weight's (1, 1, K); its gradient comes back in the same shape.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <cmath>

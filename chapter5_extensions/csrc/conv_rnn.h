@@ -2,7 +2,7 @@
 // and CUDA (cuda/conv_rnn.cu) kernels so that both refuse the same inputs with the same messages.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 namespace custom_ops {
 

@@ -1,7 +1,18 @@
 // fused_bias_relu.cpp: y = relu(x * scale + bias) and its backward on the CPU (chapters 2 and
 // 4). CUDA: csrc/cuda/fused_bias_relu.cu. Both compute half types in float.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "checks.h"

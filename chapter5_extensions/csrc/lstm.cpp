@@ -12,6 +12,20 @@
 //                dW_hh = dgates^T [h_0 .. h_{T-1}]), the bias gradient as one column sum, and
 //                dx = dgates W_ih as one product: none of them waits on the recurrence.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "lstm.h"

@@ -4,6 +4,17 @@
 // only the backward's. On CUDA a step launches what torch.nn.LSTMCell's does: two products and one
 // kernel forward; one kernel, a column sum and the products of the gradients asked for backward.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/tanh.h>
 #include <torch/library.h>
 
 #include <array>

@@ -3,6 +3,12 @@
 // registered per device next to their code (csrc/<op>.cpp for the CPU, csrc/cuda/<op>.cu for
 // CUDA); fake kernels and autograd are registered in Python (custom_ops/ops.py).
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <Python.h>
 #include <torch/library.h>
 

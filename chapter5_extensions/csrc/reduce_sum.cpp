@@ -2,7 +2,15 @@
 // 3's deterministic two-pass v6). Every dtype accumulates in double here: a CPU core waits on
 // memory either way, so the wider sum costs nothing visible and is more accurate.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <vector>

@@ -1,7 +1,15 @@
 // relu.cpp: custom_ops::relu and its backward on the CPU. CUDA: csrc/cuda/relu.cu.
 // The backward takes the output y, not a mask: y is what autograd saves (ops.py).
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include "checks.h"

@@ -49,7 +49,7 @@ def extension():
     )
     # No -fopenmp: torch::stable::parallel_for runs on torch's own thread pool, through the shim.
     target = f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"
-    args = {"cxx": ["-O3", target]}
+    args = {"cxx": ["-O3", "-g0", target]}  # -g0: Python's flags add -g, slow and large here
     if not with_cuda:
         return CppExtension(
             "custom_ops_stable._C",

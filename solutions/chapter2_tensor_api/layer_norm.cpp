@@ -6,10 +6,18 @@
 //   rstd_r = 1 / sqrt(var_r + eps)  y[r, j] = (x[r, j] - mean_r) * rstd_r * weight[j] + bias[j]
 //   the reference: torch.nn.functional.layer_norm and torch.native_layer_norm
 
-#include <ATen/ATen.h>
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <algorithm>

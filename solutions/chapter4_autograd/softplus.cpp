@@ -5,9 +5,22 @@
 //   y = log(1 + exp(beta x)) / beta, and y = x where beta x > threshold   dy/dx = sigmoid(beta x)
 //   the reference: torch.nn.functional.softplus(x, beta, threshold)
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 // torch::autograd::Function, without the whole C++ frontend that <torch/extension.h> brings.
 #include <torch/csrc/autograd/custom_function.h>
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>  // x * beta, grad_y * ...
+#include <ATen/core/Tensor.h>
+// One header per ATen function: another op needs its own (at::log: <ATen/ops/log.h>).
+#include <ATen/ops/exp.h>
+#include <ATen/ops/log1p.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 namespace {

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 

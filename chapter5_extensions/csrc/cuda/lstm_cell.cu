@@ -2,8 +2,15 @@
 // between cuBLAS's matrix products. One thread per (batch row b, hidden unit j); a row of the
 // gates holds i, f, g, o side by side, (B, 4H).
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/ops/empty_like.h>
 
 #include "lstm_cell.h"
 #include "launch_utils.cuh"

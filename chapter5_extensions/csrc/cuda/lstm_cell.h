@@ -2,7 +2,7 @@
 // Defined in lstm_cell.cu; in a CPU-only build (USE_CUDA=0) they only raise.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <tuple>
 

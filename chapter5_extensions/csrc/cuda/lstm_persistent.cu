@@ -13,6 +13,12 @@
 // a cooperative launch guarantees (or refuses); that, and 227 KB of shared memory per SM, is what
 // bounds H and B here.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <cooperative_groups.h>

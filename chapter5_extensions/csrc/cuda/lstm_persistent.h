@@ -5,7 +5,7 @@
 // persistent_wanted); lstm.cu then runs its step loop.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 namespace custom_ops::cuda {
 

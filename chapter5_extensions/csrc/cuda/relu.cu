@@ -1,7 +1,14 @@
 // relu.cu: custom_ops::relu and its backward for CUDA tensors, one kernel for both: 16-byte
 // vectors, a block per tile (chapter 3's v4 without the bias). CPU: csrc/relu.cpp.
 
+// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
+// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
+// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+
 #include <ATen/Dispatch.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <algorithm>
