@@ -359,5 +359,28 @@ def test_nd_matmul_benchmark_quick_run_writes_its_tables(tmp_path, import_own_sc
     assert (tmp_path / "chapter2_nd_matmul.json").stat().st_size > 0
 
 
+def aten_ops_of(fn) -> set[str]:
+    """The aten:: ops one call of fn runs, from torch.profiler's CPU events."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    return {event.name for event in prof.events() if event.name.startswith("aten::")}
+
+
+@pytest.mark.parametrize("w_requires_grad", [False, True], ids=["w_no_grad", "w_requires_grad"])
+def test_matmul_of_a_transposed_input_copies_only_when_w_needs_a_gradient(w_requires_grad):
+    """The lesson's claim about (B, T, F) @ (F, H) with time-major data read batch-major: without
+    a gradient for w, torch.matmul calls bmm on the strided view (no copy); with one, it copies x
+    and folds to one mm. A torch whose matmul takes another path fails here, not silently."""
+    x = torch.randn(16, 8, 32).transpose(0, 1)  # (B, T, F), not contiguous
+    w = torch.randn(32, 24, requires_grad=w_requires_grad)
+    ops = aten_ops_of(lambda: torch.matmul(x, w))
+    if w_requires_grad:
+        assert {"aten::mm", "aten::clone"} <= ops and "aten::bmm" not in ops, ops
+    else:
+        assert "aten::bmm" in ops and not ops & {"aten::clone", "aten::copy_", "aten::mm"}, ops
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-rs"]))

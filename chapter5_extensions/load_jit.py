@@ -5,7 +5,7 @@ without reinstalling the package. Every argument is explained below, as in chapt
     python chapter5_extensions/load_jit.py     # build (or reuse), then call torch.ops.custom_ops.relu
     import load_jit; load_jit.load_custom_ops()  # in a script or notebook in this folder
 
-Lesson: chapter 5, "Building and installing", "Just in time: load_jit.py".
+Lesson: chapter 5, further/build_switches.md, "Just in time".
 """
 
 from __future__ import annotations

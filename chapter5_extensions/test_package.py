@@ -32,15 +32,13 @@ CAN_BUILD_CUDA = torch.version.cuda is not None and build_utils.CUDA_HOME is not
 # ---- the package as a user meets it ------------------------------------------------------------
 
 
-@pytest.mark.slow(seconds=100)
-def test_a_cpu_only_wheel_installs_and_imports_from_elsewhere(tmp_path):
-    """USE_CUDA=0: build a wheel, install it into an empty folder, import it from there in a new
-    Python, and run an op. (The CPU-only objects are cached in build/cpu between runs.)"""
-    env = {
-        **os.environ,
-        "USE_CUDA": "0",
-        "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count())),
-    }
+@pytest.mark.slow(seconds=60)
+def test_a_wheel_installs_and_imports_from_elsewhere(tmp_path):
+    """Build a wheel, install it into an empty folder, import it from there in a new Python, and
+    run an op. The wheel is built from the objects the in-place build left in build/ (pip wheel
+    runs the same setup.py with the same build folder), so it only links; the CPU-only variant's
+    sources are compiled by load_jit.py's test on a machine without a GPU."""
+    env = {**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count()))}
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
         [
@@ -72,7 +70,8 @@ def test_a_cpu_only_wheel_installs_and_imports_from_elsewhere(tmp_path):
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(target)},
     ).stdout.splitlines()
-    assert out[0].startswith(str(target)) and out[1] == "False" and out[2] == "[[0.0, 2.5]]"
+    assert out[0].startswith(str(target)) and out[2] == "[[0.0, 2.5]]"
+    assert out[1] == str(CAN_BUILD_CUDA)
 
 
 @pytest.mark.slow

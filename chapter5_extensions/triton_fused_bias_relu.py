@@ -1,6 +1,6 @@
 """custom_ops' fused_bias_relu, y = relu(x * scale + bias), and its backward written in Triton
 instead of CUDA C++, registered with torch.library.triton_op so that torch.compile sees the
-kernels inside it (the lesson: README.md, "The same op in Triton"; tests: test_triton.py).
+kernels inside it (the lesson: part3_shipping.md, "The same op in Triton"; tests: test_triton.py).
 
     python chapter5_extensions/triton_fused_bias_relu.py   # one check against plain PyTorch
 

@@ -457,6 +457,7 @@ PERF_TITLES = {
         "Chapter 3: where 16-byte vectors do not fit",
         "chapter3_cuda_kernels/benchmark.py",
     ),
+    "chapter3_reduce_bank_conflicts": ("Chapter 3: bank conflicts of the sums v1 and v2", ""),
     "chapter3_ncu": (
         "Chapter 3: each kernel under Nsight Compute",
         "chapter3_cuda_kernels/ncu_summary.py",

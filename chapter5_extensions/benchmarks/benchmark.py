@@ -9,9 +9,10 @@ recurrence as a Python loop of PyTorch ops, forward alone and forward + backward
 Timed with gpu_timer.py, the course's one GPU timer. GPU ms: median of 30 CUDA-event timings,
 each with a cold L2, after the GPU slept long enough for the host to queue the whole call (4 times
 the host's time, at least 2 ms), so that the events time the GPU's work, not the host's; runs
-where the host was slower anyway are counted. The bandwidth rows take three such medians per case, the cases of one size taking turns, and keep
-the middle one: the GPU's clock drifts by a percent or so over seconds, and cases timed one after
-the other would inherit that drift as a difference between them.
+where the host was slower anyway are counted. The bandwidth rows take three such medians per case,
+the cases of one size taking turns, and keep the middle one: the GPU's clock drifts by a percent
+or so over seconds, and cases timed one after the other would inherit that drift as a difference
+between them.
 Back to back: CUDA events around 10 calls in a row, per call, median of 5: what a loop gets when
 the host is the slower side. Floor: the bytes the op must move at least (read inputs once, write
 outputs once) at the bandwidth a copy_ of the same tensor reaches.
@@ -44,7 +45,7 @@ def compiled(fn, use_compile: bool):
 
 def bandwidth_rows(timer: Timer, exponents, use_compile: bool) -> list[dict]:
     import custom_ops
-    import triton_fused_bias_relu  # the same op in Triton (README: The same op in Triton)
+    import triton_fused_bias_relu  # the same op in Triton (Part 3: The same op in Triton)
 
     rows = []
     for e in exponents:

@@ -1,5 +1,5 @@
 """Where the time of a model using custom_ops goes, seen with torch.profiler and NVTX ranges
-(chapter 5, "Profiling a model that uses the ops").
+(chapter 5, further/profiling.md, "Profiling a model that uses the ops").
 
     python chapter5_extensions/benchmarks/profile_ops.py                # table per op, on CUDA if there is one
     python chapter5_extensions/benchmarks/profile_ops.py --out DIR      # also DIR/profile_ops.json, a trace

@@ -1,6 +1,7 @@
 """torch.export and AOTInductor with the course's ops: a small model that calls custom_ops is
 exported to a graph, compiled ahead of time into one .pt2 file, and run from that file in a new
-Python process that has none of the model's Python code (chapter 5, "Going further": export).
+Python process that has none of the model's Python code (chapter 5, part3_shipping.md, "Export
+and AOTInductor: running the ops without Python").
 
     .venv/bin/python chapter5_extensions/examples/export_aoti.py                  # CPU
     .venv/bin/python chapter5_extensions/examples/export_aoti.py --device cuda    # on a GPU

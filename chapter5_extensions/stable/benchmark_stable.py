@@ -5,9 +5,10 @@ relu and fused_bias_relu at 2^28 float32 elements, forward, and forward + backwa
     python chapter5_extensions/stable/benchmark_stable.py           # builds both packages first
     python chapter5_extensions/stable/benchmark_stable.py --log2 24 # smaller: the call cost shows
 
-Timed with ../gpu_timer.py, the course's one GPU timer: GPU ms (median of 30, cold L2, the host's
-work hidden; three rounds in turns, their median), and the host's time to issue one call. Lesson: ../README.md,
-"Shipping one wheel for every torch: the stable ABI". Without a GPU it says so and exits 0.
+Timed with ../benchmarks/gpu_timer.py, the course's one GPU timer: GPU ms (median of 30, cold L2,
+the host's work hidden; three rounds in turns, their median), and the host's time to issue one
+call. Lesson: ../further/build_times.md, "Measured on the H100" (from ../part3_shipping.md, "One
+wheel across torch releases: the stable ABI"). Without a GPU it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+HERE = Path(__file__).resolve().parent  # chapter5_extensions/stable
+# build_stable here; build_inplace and custom_ops in the chapter folder; gpu_timer in benchmarks/.
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "benchmarks")]
 
 
 def main() -> int:

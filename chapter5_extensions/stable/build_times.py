@@ -6,8 +6,8 @@ the flags setup.py gives; the sum per style is what a one-core build costs.
     python chapter5_extensions/stable/build_times.py        # a few minutes on 2 cores
 
 The ATen + pybind11 unit is custom_ops's two CPU files behind <torch/extension.h> and a
-PYBIND11_MODULE, as a chapter 1 to 4 extension would be. Lesson: ../README.md, "Shipping one
-wheel for every torch: the stable ABI".
+PYBIND11_MODULE, as a chapter 1 to 4 extension would be. Lesson: ../further/build_times.md,
+"Compile times" (from ../part3_shipping.md, "Four ways side by side").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Build custom_ops_stable: relu and fused_bias_relu against PyTorch's stable ABI, one wheel for
-every Python from 3.10 on and every torch from 2.11 on (the lesson: ../README.md, "Shipping one
-wheel for every torch: the stable ABI").
+every Python from 3.10 on and every torch from 2.11 on (the lesson: ../part3_shipping.md, "One
+wheel across torch releases: the stable ABI"; the details: ../further/stable_abi.md).
 
     pip wheel --no-build-isolation --no-deps ./chapter5_extensions/stable -w dist
     cd chapter5_extensions/stable && python setup.py build_ext --inplace   # what the tests do
