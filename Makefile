@@ -101,10 +101,19 @@ tutorial: $(ENV_READY)
 	@echo; echo "Tutorial done. Next: read chapter1_cpp_to_python/README.md and open its notebook."
 
 # Every extension is built first (tools/build_all.py: side by side, with progress), so that no
-# test waits on a build in silence and none builds what another built.
+# test waits on a build in silence and none builds what another built. Then the tests run over
+# one pytest-xdist worker per core (the slow ones first, conftest.py; tests marked xdist_group
+# share a worker), each worker with its share of torch's CPU threads and one torch.compile
+# compiler process: left alone, every worker would start one of each per core.
+# PYTEST_WORKERS=0 runs them in one process.
+PYTEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 test: $(ENV_READY)
 	@$(TAKE_CXX_FIX); $(PY) tools/build_all.py && \
-	  $(PY) -m pytest --nbmake --nbmake-timeout=600 tests $(CHAPTERS) $(PYTEST_ARGS)
+	  share=$$(( $(PYTEST_WORKERS) > 1 ? $$(nproc) / $(PYTEST_WORKERS) : $$(nproc) )) && \
+	  OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(( share > 0 ? share : 1 ))} \
+	  TORCHINDUCTOR_COMPILE_THREADS=$${TORCHINDUCTOR_COMPILE_THREADS:-1} \
+	  $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --nbmake --nbmake-timeout=600 \
+	  tests $(CHAPTERS) $(PYTEST_ARGS)
 
 doctor: $(ENV_READY)
 	@$(PY) tools/doctor.py

@@ -63,7 +63,7 @@ def load_pybind_features(verbose: bool = False) -> ModuleType:
     """The `pybind_features` module (containers, kwargs, a class, exceptions, the GIL, tensors)."""
     if "pybind_features" not in _cache:
         _cache["pybind_features"] = _load(
-            "pybind_features", ["pybind_features.cpp"], first_build_s=35, verbose=verbose
+            "pybind_features", ["pybind_features.cpp"], first_build_s=30, verbose=verbose
         )
     return _cache["pybind_features"]
 
