@@ -68,10 +68,12 @@ def run_checker(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
     """(exercise, "solution" or "stub") -> the checker's result, for every exercise. Without the
-    benchmarks: runs side by side would share the GPU and slow each other down."""
+    benchmarks: runs side by side would share the GPU and slow each other down. Once per process
+    (session scope): under pytest -n the slow tests run first and this file's tests are spread
+    out among others, and a module-scoped fixture would be torn down and run again."""
     jobs = [(ex, kind) for ex in EXERCISES for kind in ("solution", "stub")]
     stubs = {ex: pristine_stub(ex) for ex in EXERCISES}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:

@@ -63,6 +63,11 @@ SKIPPED: list[tuple[str, str]] = [
         "scaffolds into a fresh folder, builds the op and runs its tests",
     ),
     (
+        r"benchmarks/lstm_cpu\.py$",
+        "a CPU benchmark (about a minute, longer beside other tests); its table is "
+        "docs/perf/cpu/lstm_cpu.md",
+    ),
+    (
         r"export_aoti\.py$",
         "an AOTInductor compile (about a minute on 2 cores); test_package.py runs it",
     ),

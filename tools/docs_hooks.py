@@ -457,6 +457,12 @@ PERF_TITLES = {
         "Chapter 3: where 16-byte vectors do not fit",
         "chapter3_cuda_kernels/benchmark.py",
     ),
+    "chapter3_cuda_after_narrow_headers": (
+        "Chapter 3: the kernels after the narrow headers",
+        "chapter3_cuda_kernels/benchmark.py",
+    ),
+    "gpu_check_narrow_headers": ("make gpu-check after the narrow headers", "tools/gpu_check.py"),
+    "multi_gpu_two_h200": ("Chapter 5 on two GPUs", "chapter5_extensions/test_multi_gpu.py"),
     "chapter3_reduce_bank_conflicts": ("Chapter 3: bank conflicts of the sums v1 and v2", ""),
     "chapter3_ncu": (
         "Chapter 3: each kernel under Nsight Compute",
