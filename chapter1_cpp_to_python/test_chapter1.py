@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -334,27 +333,6 @@ def test_failed_rebuild_leaves_the_old_module_bound_and_a_good_one_replaces_it(t
     assert fixed.addone(1) == 101
     assert fixed.__name__.startswith("stale_demo_v"), "torch loads an edited source as a new name"
     assert module.addone(1) == 2, "and the old module object keeps the old code"
-
-
-# ---- what the sources include -----------------------------------------------------------------
-
-# <torch/extension.h> (all of torch's C++ API) and <ATen/ATen.h> (every ATen op) cost a file
-# several times the compile time of the headers it uses (docs/perf/cpu/chapter1_header_costs.md).
-# The course's files include what they use (lesson, "Narrow headers").
-ALL_OF_TORCH = re.compile(r'^\s*#\s*include\s*[<"](torch/extension\.h|ATen/ATen\.h)[>"]', re.M)
-
-
-def test_no_source_includes_all_of_torch():
-    solutions = HERE.parent / "solutions" / HERE.name
-    sources = [
-        path
-        for folder in (HERE, HERE / "exercises", solutions)
-        for pattern in ("*.cpp", "*.h")
-        for path in sorted(folder.glob(pattern))
-    ]
-    assert sources
-    everything = [p.name for p in sources if ALL_OF_TORCH.search(p.read_text())]
-    assert everything == [], f"include what a file uses, not all of torch: {everything}"
 
 
 # ---- the scripts a reader runs ------------------------------------------------------------------

@@ -7,7 +7,6 @@ empty shapes, non-contiguous inputs and every floating dtype; bad inputs by thei
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -296,27 +295,6 @@ def test_row_major_buffer_read_column_major_is_the_transpose():
     assert a.stride() == (3, 1)
     as_column_major = torch.as_strided(a, size=(3, 2), stride=(1, 3))
     torch.testing.assert_close(as_column_major, a.t(), rtol=0, atol=0)
-
-
-# ---- what the sources include -----------------------------------------------------------------
-
-# <torch/extension.h> (all of torch's C++ API) and <ATen/ATen.h> (every ATen op) cost a file
-# several times the compile time of the headers it uses (docs/perf/cpu/chapter1_header_costs.md).
-# The course's files include what they use (lesson: chapter 1, "Narrow headers").
-ALL_OF_TORCH = re.compile(r'^\s*#\s*include\s*[<"](torch/extension\.h|ATen/ATen\.h)[>"]', re.M)
-
-
-def test_no_source_includes_all_of_torch():
-    solutions = HERE.parent / "solutions" / HERE.name
-    sources = [
-        path
-        for folder in (HERE, HERE / "exercises", solutions)
-        for pattern in ("*.cpp", "*.h")
-        for path in sorted(folder.glob(pattern))
-    ]
-    assert sources
-    everything = [p.name for p in sources if ALL_OF_TORCH.search(p.read_text())]
-    assert everything == [], f"include what a file uses, not all of torch: {everything}"
 
 
 # ---- the scripts a reader runs ------------------------------------------------------------------

@@ -10,6 +10,7 @@ read their results.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
@@ -71,21 +72,54 @@ def run_checker(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
     """(exercise, "solution" or "stub") -> the checker's result, for every exercise. Without the
-    benchmarks: runs side by side would share the GPU and slow each other down. Once per process
-    (session scope): under pytest -n the slow tests run first and this file's tests are spread
-    out among others, and a module-scoped fixture would be torn down and run again."""
-    jobs = [(ex, kind) for ex in EXERCISES for kind in ("solution", "stub")]
-    stubs = {ex: pristine_stub(ex) for ex in EXERCISES}
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        results = pool.map(
-            lambda job: run_checker(
-                job[0],
-                "--no-benchmark",
-                *(["--solution"] if job[1] == "solution" else ["--source", str(stubs[job[0]])]),
-            ),
-            jobs,
-        )
-        return dict(zip(jobs, results, strict=True))
+    benchmarks: runs side by side would share the GPU and slow each other down.
+
+    Once per test run, whatever the number of processes: the first process to ask runs the
+    checker (its 32 builds) and writes the results to build/, under a lock; another pytest-xdist
+    worker of the same run waits on the lock and reads them. (Grouping the tests on one worker
+    is not enough: under pytest -n the slow tests run first and the group's tests, spread among
+    the others, were seen set up on two workers, each paying the 32 builds.)"""
+    from filelock import FileLock  # installed with torch
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", f"pid{os.getpid()}")
+    shared = REPO / "build" / "exercise_checker_runs.json"
+    shared.parent.mkdir(exist_ok=True)
+    with FileLock(f"{shared}.lock"):
+        if shared.exists() and json.loads(shared.read_text())["run"] == run:
+            saved = json.loads(shared.read_text())["results"]
+            return {
+                tuple(key.split("|")): subprocess.CompletedProcess(
+                    [], r["returncode"], r["stdout"], r["stderr"]
+                )
+                for key, r in saved.items()
+            }
+        jobs = [(ex, kind) for ex in EXERCISES for kind in ("solution", "stub")]
+        stubs = {ex: pristine_stub(ex) for ex in EXERCISES}
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            results = dict(
+                zip(
+                    jobs,
+                    pool.map(
+                        lambda job: run_checker(
+                            job[0],
+                            "--no-benchmark",
+                            *(
+                                ["--solution"]
+                                if job[1] == "solution"
+                                else ["--source", str(stubs[job[0]])]
+                            ),
+                        ),
+                        jobs,
+                    ),
+                    strict=True,
+                )
+            )
+        saved = {
+            "|".join(job): {"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
+            for job, r in results.items()
+        }
+        shared.write_text(json.dumps({"run": run, "results": saved}))
+        return results
 
 
 # Under pytest -n (make gpu-check: --dist loadgroup), the tests that read checker_runs share one

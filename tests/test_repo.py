@@ -645,3 +645,18 @@ def test_a_plain_shell_is_told_the_cuda_home_the_builds_use(folder, module):
     assert used == "/usr/local/cuda"
     logged = re.findall(r"using CUDA_HOME='([^']*)'", result.stderr)
     assert all(shown == used for shown in logged), result.stderr
+
+
+# <torch/extension.h> (all of torch's C++ API) and <ATen/ATen.h> (every ATen op) cost a file
+# several times the compile time of the headers it uses (docs/perf/cpu/chapter1_header_costs.md),
+# and nvcc parses a .cu's headers several times over. The course's files include what they use
+# (chapter 1, "Narrow headers"); the one-line way is named in the lessons, never used.
+ALL_OF_TORCH = re.compile(r'^\s*#\s*include\s*[<"](torch/extension\.h|ATen/ATen\.h)[>"]', re.M)
+CPP_SUFFIXES = (".cpp", ".h", ".cu", ".cuh", ".cpp.in", ".cu.in")
+
+
+def test_no_source_includes_all_of_torch():
+    sources = [path for path in tracked_text_files() if path.name.endswith(CPP_SUFFIXES)]
+    assert len(sources) > 40
+    everything = [str(p.relative_to(REPO)) for p in sources if ALL_OF_TORCH.search(p.read_text())]
+    assert everything == [], f"include what a file uses, not all of torch: {everything}"
