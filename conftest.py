@@ -4,7 +4,7 @@
   reason printed, on a machine without a GPU (CI, most laptops).
 - `@pytest.mark.cuda`: the same skip for a whole test that only makes sense on a GPU.
 - `@pytest.mark.sanitize`: small-shape CUDA tests that `make gpu-check` reruns under
-  compute-sanitizer (its checks slow kernels 10-100x, so only small shapes go there).
+  compute-sanitizer (its checks make kernels many times slower, so only small shapes go there).
 - `import_own_script`: load a script (demo.py, benchmark.py) from the test file's own folder.
 """
 
@@ -47,6 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # (a separate kernel, under nbmake's timeout) then loads the cached build instead of
     # compiling it. (Collected in file order, chapterN.ipynb would come before test_chapterN.py.)
     items.sort(key=lambda item: item.path.suffix == ".ipynb")
+    _group_xdist_groups(config, items)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # Under pytest -n, the slow tests first, longest first (`slow(seconds=N)`: about how long
         # the test takes in make gpu-check): each starts on a worker of its own while the
@@ -59,6 +60,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("cuda"):
             item.add_marker(skip_cuda)
+
+
+def _group_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--dist loadgroup` sends the tests of one `xdist_group` to one worker by the group name
+    that pytest-xdist appends to their node ids ("...[ch1/errors]@exercise_checker"). It appends
+    it to `item._nodeid`, which pytest 9.2 no longer reads (a node's id is now `item._id`): the
+    groups were silently spread over every worker, and each worker set up their shared fixture.
+    So: append it where this pytest reads it (tests/test_repo.py checks that the groups hold).
+    With an older pytest, which has no `item._id`, pytest-xdist's own way works and this does
+    nothing."""
+    # getattr: without pytest-xdist (the stable wheel's test venv), there is no such option.
+    if getattr(config.option, "dist", None) != "loadgroup" and not getattr(
+        config.option, "loadgroup", False
+    ):
+        return
+    for item in items:
+        groups = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        node_id = getattr(item, "_id", None)
+        if groups and "@" not in item.nodeid and node_id is not None:
+            item._id = type(node_id).parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 def _slow_first(item: pytest.Item) -> tuple[int, float]:

@@ -92,18 +92,26 @@ def _run_python(code: str, pythonpath: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow(seconds=45)
 def test_setup_py_builds_a_wheel_that_installs_and_imports(tmp_path):
+    from filelock import FileLock  # installed with torch
+
     wheel_dir, site = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     # Build from a copy, so that setuptools' build/ and egg-info stay out of the chapter folder.
-    source = tmp_path / "src"
-    shutil.copytree(
-        HERE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
-    )
-    subprocess.run(
-        [*pip, "wheel", "--no-build-isolation", "--no-deps", "-w", str(wheel_dir), str(source)],
-        check=True,
-        timeout=600,
-    )
+    # A fixed one, with the files' times kept (copy2): setuptools' build/ stays in it, and ninja
+    # recompiles addone.cpp only when it changed, not on every run of the tests.
+    source = HERE.parent / "build" / "wheel_test" / HERE.name
+    with FileLock(f"{source}.lock"):
+        shutil.copytree(
+            HERE,
+            source,
+            ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+            dirs_exist_ok=True,
+        )
+        subprocess.run(
+            [*pip, "wheel", "--no-build-isolation", "--no-deps", "-w", str(wheel_dir), str(source)],
+            check=True,
+            timeout=600,
+        )
     (wheel,) = wheel_dir.glob("chapter1_addone-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True)
 

@@ -377,7 +377,7 @@ def test_blocks_per_sm_never_exceed_the_sms_threads(ext):
 @pytest.mark.sanitize
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
 def test_every_kernel_on_small_shapes(ext, dtype, generator):
-    """Small enough for compute-sanitizer (10-100x slower): vector tails, misaligned starts and a
+    """Small enough for compute-sanitizer (many times slower): vector tails, misaligned starts and a
     grid of more than one block, for every kernel in this chapter."""
     # 128 float32 = 512 bytes, a whole allocation granule: an access one past the end leaves the
     # allocation (run with PYTORCH_NO_CUDA_MEMORY_CACHING=1 so each tensor has its own).

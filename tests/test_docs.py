@@ -334,11 +334,50 @@ PAGE_CHECK = """() => {
 }"""
 
 
+def source_pages(site: Path) -> dict[str, Path]:
+    """The site's page for each source file (src/<path>/) -> the file."""
+    pages = (str(p.relative_to(site).parent) for p in site.glob("src/**/index.html"))
+    return {page: REPO / page.removeprefix("src/") for page in pages}
+
+
+def test_every_source_page_shows_its_file_highlighted(site):
+    # What the browser would check on each of the ~200 source pages, read from the HTML: they
+    # come from one template, so the browser check below opens one page per language only.
+    language = load_hooks().language
+    for page, source in sorted(source_pages(site).items()):
+        if not source.is_file():
+            continue  # a folder's page: a list of its files
+        built = (site / page / "index.html").read_text()
+        assert "md-nav--primary" in built, f"{page}: no navigation"
+        assert not SNIPPET_MARKER.search(built), f"{page} shows --8<--"
+        code = re.search(r'<div class="[^"]*highlight[^"]*".*?<code>(.*?)</code>', built, re.S)
+        assert code and page_text_of(code.group(1)).strip(), f"{page}: no code block with text"
+        if language(str(source)) != "text":
+            assert '<span class="' in code.group(1), f"{page}: the code is not highlighted"
+
+
 def test_every_page_renders_in_chromium_with_its_code(site, served):
     executable = chromium()
     from playwright.sync_api import sync_playwright
 
-    pages = sorted(str(p.relative_to(site).parent) for p in site.rglob("index.html"))
+    # Every page, except that of the source pages (one template, checked in the HTML above) it
+    # opens the longest file of each language: a page takes Chromium about 0.4 s to lay out, and
+    # the other 190 would add over a minute to `make test` and nothing the HTML check misses.
+    language = load_hooks().language
+    longest: dict[str, tuple[int, str]] = {}
+    for page, source in source_pages(site).items():
+        if source.is_file():
+            key = language(str(source))
+            size = (len(source.read_text(errors="replace")), page)
+            longest[key] = max(longest.get(key, size), size)
+    sampled = {page for _, page in longest.values()}
+    pages = sorted(
+        str(p.relative_to(site).parent)
+        for p in site.rglob("index.html")
+        if not str(p.relative_to(site)).startswith("src/")
+        or str(p.relative_to(site).parent) in sampled
+        or not (REPO / str(p.relative_to(site).parent).removeprefix("src/")).is_file()
+    )
     chapters = {chapter.name for chapter in CHAPTERS}
     # The lesson pages that quote source files (a chapter's front page may quote none: chapter
     # 5's parts do): each must show its code highlighted, with the file's name as a title.

@@ -266,21 +266,27 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
-def solution_with(exercise_id: str, tmp_path: Path, old: str, new: str) -> Path:
-    """The reference solution with `old` replaced by `new`, written to tmp_path."""
+def solution_with(exercise_id: str, label: str, old: str, new: str) -> Path:
+    """The reference solution with `old` replaced by `new`, written to build/broken/<label>/.
+    A fixed path, written only when its text changes: the checker names a file's build after
+    its path and rebuilds it when the text changes, so a second `make test` reuses the build
+    (a CUDA one takes 40 s on two cores) instead of compiling a new temporary copy."""
     exercise = check_exercise.find_exercise(exercise_id)
     text = exercise.solution.read_text()
     assert old in text, f"{exercise_id}'s solution no longer contains {old!r}"
-    broken = tmp_path / exercise.source
-    broken.write_text(text.replace(old, new, 1))
+    broken = REPO / "build" / "broken" / label / exercise.source
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    text = text.replace(old, new, 1)
+    if not broken.exists() or broken.read_text() != text:
+        broken.write_text(text)
     return broken
 
 
 @pytest.mark.slow
-def test_checker_stops_a_check_that_never_ends_and_leaves_no_process(tmp_path):
+def test_checker_stops_a_check_that_never_ends_and_leaves_no_process():
     source = solution_with(
         "ch1/keyword_args",
-        tmp_path,
+        "never_ends",
         "  std::vector<double> out(values.size());",
         "  for (volatile int spin = 0; spin >= 0; spin += 0) {\n  }\n"
         "  std::vector<double> out(values.size());",
@@ -300,10 +306,10 @@ def test_checker_stops_a_check_that_never_ends_and_leaves_no_process(tmp_path):
 
 
 @pytest.mark.slow
-def test_checker_names_the_check_a_crash_happened_in_and_shows_its_stack(tmp_path):
+def test_checker_names_the_check_a_crash_happened_in_and_shows_its_stack():
     source = solution_with(
         "ch1/keyword_args",
-        tmp_path,
+        "crash",
         "  std::vector<double> out(values.size());",
         "  *static_cast<volatile int*>(nullptr) = 0;\n  std::vector<double> out(values.size());",
     )
@@ -317,10 +323,10 @@ def test_checker_names_the_check_a_crash_happened_in_and_shows_its_stack(tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the verdict without a GPU")
-def test_an_empty_cuda_kernel_is_not_graded_without_a_gpu(tmp_path):
+def test_an_empty_cuda_kernel_is_not_graded_without_a_gpu():
     source = solution_with(
         "ch3/gelu",
-        tmp_path,
+        "empty_kernel",
         "  for (int64_t v = first; v < num_vecs; v += stride) {",
         "  return;  // an empty kernel: writes nothing\n"
         "  for (int64_t v = first; v < num_vecs; v += stride) {",

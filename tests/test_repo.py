@@ -135,6 +135,40 @@ def test_under_xdist_the_slow_tests_come_first_longest_first():
     assert [i.name for i in items] == ["slow 180 s", "slow 40 s", "slow", "quick", "quick 2"]
 
 
+GROUPED_TESTS = """
+import pytest
+
+@pytest.mark.xdist_group("together")
+@pytest.mark.parametrize("i", range(2))
+def test_grouped(i):
+    pass
+
+def test_free():
+    pass
+"""
+
+
+def test_tests_of_one_xdist_group_carry_the_group_in_their_node_id():
+    """make test's `--dist loadgroup` sends the tests of one xdist_group to one worker (the
+    exercise checker's 32 runs, one JIT build), by the "@group" that ends their node ids. With
+    pytest 9.2 that suffix needs conftest.py's _group_xdist_groups; without it the groups were
+    spread over both workers, and each set up the shared fixture again."""
+    folder = REPO / "build" / "xdist_group_check"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_grouped.py").write_text(GROUPED_TESTS)
+    command = ["-m", "pytest", "--collect-only", "-q", "--dist=loadgroup", "-p", "no:cacheprovider"]
+    result = subprocess.run(
+        [sys.executable, *command, str(folder / "test_grouped.py")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ids = [line.split("::", 1)[1] for line in result.stdout.splitlines() if "::" in line]
+    assert ids == ["test_grouped[0]@together", "test_grouped[1]@together", "test_free"], ids
+
+
 @pytest.mark.slow
 def test_two_builds_of_one_exercise_at_once_both_succeed(tmp_path, monkeypatch):
     """make check in two terminals, or pytest -n: the second build waits for the first (a file

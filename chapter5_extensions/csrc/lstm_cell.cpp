@@ -1,8 +1,9 @@
 // lstm_cell.cpp: one LSTM step and its backward (chapters 2 and 4), for the CPU and CUDA. The
 // matrix products are ATen's (BLAS or cuBLAS) on both; the pointwise parts are ATen ops on the
 // CPU and one fused kernel each way on CUDA (csrc/cuda/lstm_cell.cu), where chapter 4 fused
-// only the backward's. On CUDA a step launches what torch.nn.LSTMCell's does: two products and one
-// kernel forward; one kernel, a column sum and the products of the gradients asked for backward.
+// only the backward's. On CUDA a step launches two products and one kernel forward (here the
+// second product accumulates into the first; torch.nn.LSTMCell's fused cell kernel adds the two),
+// and one kernel, a column sum and the products of the gradients asked for backward.
 
 // Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
 // define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
