@@ -153,6 +153,11 @@ def test_tests_of_one_xdist_group_carry_the_group_in_their_node_id():
     exercise checker's 32 runs, one JIT build), by the "@group" that ends their node ids. With
     pytest 9.2 that suffix needs conftest.py's _group_xdist_groups; without it the groups were
     spread over both workers, and each set up the shared fixture again."""
+    if not isinstance(getattr(pytest.Item, "id", None), property):
+        pytest.skip(
+            f"pytest {pytest.__version__} reads item._nodeid, where pytest-xdist's workers put "
+            "the group themselves (only pytest 9.2's item._id needs conftest.py's help)"
+        )
     folder = REPO / "build" / "xdist_group_check"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "test_grouped.py").write_text(GROUPED_TESTS)
