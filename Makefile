@@ -93,8 +93,15 @@ $(VENV)/.installed: requirements.txt
 	$(VENV_PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	@touch $@
 
+# On a machine without a GPU no demo runs CUDA code, so the tutorial compiles none (USE_CUDA=0:
+# the chapters' loaders and chapter 5's setup.py build their CPU-only variants); nvcc would be
+# most of its time. make test compiles the CUDA code too, as CI must.
 tutorial: $(ENV_READY)
-	@$(TAKE_CXX_FIX); $(PY) tools/build_all.py && for demo in $(DEMOS); do \
+	@$(TAKE_CXX_FIX); \
+	if [ -z "$${USE_CUDA:-}" ] && ! $(PY) -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then \
+	  echo "make tutorial: no GPU here, so it builds the CPU code only (USE_CUDA=0); make test compiles the CUDA code too"; \
+	  export USE_CUDA=0; fi; \
+	$(PY) tools/build_all.py && for demo in $(DEMOS); do \
 	  echo; echo "======== $$demo ========"; \
 	  $(PY) $$demo; \
 	done

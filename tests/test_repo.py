@@ -521,6 +521,22 @@ def test_cpp_and_cuda_are_clang_formatted():
     assert result.returncode == 0, result.stderr
 
 
+def test_use_cuda_0_builds_the_cpu_variants_and_make_tutorial_sets_it_without_a_gpu():
+    """make tutorial on a machine without a GPU builds no CUDA code (no demo would run it): it
+    sets USE_CUDA=0, which the chapters' loaders read through build_utils.can_build_cuda() and
+    chapter 5's setup.py reads itself. make test leaves it unset and compiles every .cu file."""
+    env = {**os.environ, "USE_CUDA": "0"}
+    code = "import build_utils; print(build_utils.can_build_cuda())"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO / "tools", env=env, capture_output=True, text=True
+    )
+    assert result.stdout.strip() == "False", result.stderr
+    tutorial = (REPO / "Makefile").read_text().split("\ntutorial:", 1)[1].split("\n\n", 1)[0]
+    assert "torch.cuda.is_available()" in tutorial and "export USE_CUDA=0" in tutorial
+    test = (REPO / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "USE_CUDA" not in test
+
+
 @pytest.mark.parametrize("preset", [None, "8.0;9.0"], ids=["unset", "set-by-the-reader"])
 def test_loaders_default_the_arch_list_as_the_makefile_does(preset):
     """A lesson's `python chapter3_cuda_kernels/load_chapter3.py` in a plain shell on a machine

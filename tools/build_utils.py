@@ -78,7 +78,11 @@ def put_ninja_on_path() -> None:
 
 
 def can_build_cuda() -> bool:
-    """A CUDA build of torch and an nvcc to compile with; a GPU is not needed to compile."""
+    """A CUDA build of torch and an nvcc to compile with; a GPU is not needed to compile. USE_CUDA=0
+    says no, as it does to chapter 5's setup.py: `make tutorial` sets it on a machine without a
+    GPU, where no demo runs CUDA code and compiling it would be most of the set-up time."""
+    if os.environ.get("USE_CUDA") == "0":
+        return False
     return torch.version.cuda is not None and CUDA_HOME is not None
 
 
