@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
+import statistics
 import sys
 from pathlib import Path
 
@@ -35,15 +36,20 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
+CALLS = 10  # per turn and per layer: both pay the same number of calls
+TURNS = 5
+
+
 def fwd_bwd_ms(layer: torch.nn.Module, x: torch.Tensor) -> float:
-    """Median milliseconds of one forward and backward, over at least 0.2 s of calls."""
+    """Milliseconds per forward and backward, averaged over CALLS calls in a row."""
 
     def step() -> None:
         layer(x)[0].sum().backward()
 
+    step()  # warm-up: the first call allocates
     threads = torch.get_num_threads()
     timer = benchmark.Timer(stmt="step()", globals={"step": step}, num_threads=threads)
-    return timer.blocked_autorange(min_run_time=0.2).median * 1e3
+    return timer.timeit(CALLS).median * 1e3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,10 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         ours.load_state_dict(reference.state_dict())
         x = torch.randn(t, b, h, requires_grad=True)
         times = {"ours": [], "nn.LSTM": []}
-        for _ in range(3):  # in turns, so that a slow spell of the machine hits both
+        for _ in range(TURNS):  # in turns, so that a slow spell of the machine hits both
             times["ours"].append(fwd_bwd_ms(ours, x))
             times["nn.LSTM"].append(fwd_bwd_ms(reference, x))
-        mine, theirs = sorted(times["ours"])[1], sorted(times["nn.LSTM"])[1]
+        mine, theirs = statistics.median(times["ours"]), statistics.median(times["nn.LSTM"])
         rows.append(f"| {t}, {b}, {h} | {mine:.1f} | {theirs:.1f} | {mine / theirs:.2f} |")
     machine = (
         f"{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
@@ -79,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "lstm_cpu.md").write_text(
             "# custom_ops.LSTM against nn.LSTM on the CPU\n\n"
-            f"Forward and backward of one layer, float32, input size H; median of three turns of "
-            f"each, written by `chapter5_extensions/benchmarks/lstm_cpu.py` on {machine}.\n\n"
+            f"Forward and backward of one layer, float32, input size H; the median of {TURNS} "
+            f"turns of each layer, each turn {CALLS} calls in a row, written by `chapter5_extensions/benchmarks/lstm_cpu.py` on {machine}.\n\n"
             f"{table}\n"
         )
     return 0
