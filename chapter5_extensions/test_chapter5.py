@@ -90,6 +90,8 @@ OPS = [
     "conv_rnn_backward",
     "lstm",
     "lstm_backward",
+    "lstm_packed",
+    "lstm_packed_backward",
 ]
 
 

@@ -8,6 +8,7 @@ weights give the same outputs and the same gradients for every input and paramet
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
@@ -165,7 +166,10 @@ def test_an_empty_batch(device, generator):
 def test_module_refuses_a_state_with_the_wrong_number_of_layers(generator):
     ours = custom_ops.LSTM(3, 4, num_layers=2)
     state = torch.zeros(1, 2, 4)
-    with pytest.raises(RuntimeError, match=r"h0 must have shape \(num_layers=2, batch, hidden\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"h0 must have shape \(num_layers \* num_directions, batch, hidden_size\) = \(2, 2, 4\)",
+    ):
         ours(torch.zeros(5, 2, 3), (state, state))
 
 
@@ -258,31 +262,311 @@ def test_dropout_between_layers_only_in_training(generator):
     assert not torch.equal(ours(x)[0], ours.eval()(x)[0])
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
+# ---- bidirectional, projections, packed sequences ------------------------------------------------
+# Every option nn.LSTM has, against nn.LSTM with the same state_dict. A packed batch takes
+# custom_ops.lstm_packed, whose steps shrink with the batch; so does a projected one.
+
+LENGTHS = {  # a batch of four: lengths of 1, and a longest 10x the shortest
+    "sorted": ([10, 7, 3, 1], True),
+    "unsorted": ([3, 10, 1, 7], False),
+}
+
+
+def run_drop_in(module, x, hx, lengths, batch_first):
+    """The module on x (padded; packed first when `lengths` is given as (lengths, sorted)), and a
+    loss through every output back to x, h0, c0 and the parameters: -> outputs then gradients."""
+    x = x.detach().requires_grad_()
+    hx = tuple(t.detach().requires_grad_() for t in hx) if hx is not None else None
+    inputs = x
+    if lengths is not None:
+        inputs = torch.nn.utils.rnn.pack_padded_sequence(
+            x, torch.tensor(lengths[0]), batch_first=batch_first, enforce_sorted=lengths[1]
+        )
+    y, (h_n, c_n) = module(inputs, hx)
+    if lengths is not None:
+        assert isinstance(y, torch.nn.utils.rnn.PackedSequence)
+        assert torch.equal(y.batch_sizes, inputs.batch_sizes)
+        for ours, theirs in ((y.sorted_indices, inputs.sorted_indices),
+                             (y.unsorted_indices, inputs.unsorted_indices)):  # fmt: skip
+            assert (ours is None and theirs is None) or torch.equal(ours, theirs)
+        y = y.data
+    w = torch.linspace(-1, 1, y.numel(), dtype=torch.float64, device=y.device).view(y.shape)
+    ((y.double() * w).sum() + h_n.double().pow(2).sum() + c_n.double().sum()).backward()
+    grads = [x.grad] + ([t.grad for t in hx] if hx is not None else [])
+    return [y, h_n, c_n] + grads + [p.grad for p in module.parameters()]
+
+
+def compare_drop_in(device, dtype, layers, bidirectional, proj_size, batch_first, packing, given):
+    input_size, hidden, batch, steps = 3, 5, 4, 10
+    options = dict(num_layers=layers, bidirectional=bidirectional, proj_size=proj_size,
+                   batch_first=batch_first)  # fmt: skip
+    reference, ours = pair(input_size, hidden, device, dtype, **options)
+    g = torch.Generator().manual_seed(1)
+    shape = (batch, steps, input_size) if batch_first else (steps, batch, input_size)
+    x = random(shape, g)
+    states = layers * (2 if bidirectional else 1)
+    hx = None
+    if given:
+        hx = (random((states, batch, proj_size or hidden), g), random((states, batch, hidden), g))
+    lengths = LENGTHS.get(packing)
+    want = run_drop_in(reference, x, hx, lengths, batch_first)
+    with strict_float32():
+        got = run_drop_in(
+            ours, x.to(device, dtype), tuple(t.to(device, dtype) for t in hx) if hx else None,
+            lengths, batch_first,
+        )  # fmt: skip
+    names = ["y", "h_n", "c_n", "grad x"] + (["grad h0", "grad c0"] if given else [])
+    names += [f"grad {n}" for n, _ in reference.named_parameters()]
+    assert len(got) == len(want) == len(names)
+    for name, a, b in zip(names, got, want, strict=True):
+        assert a.dtype == dtype and a.shape == b.shape, name
+        torch.testing.assert_close(a.double().cpu(), b, **TOLERANCES[dtype], msg=name)
+
+
+CONFIGURATIONS = pytest.mark.parametrize(
+    ("layers", "bidirectional", "proj_size", "batch_first", "packing", "given"),
     [
-        pytest.param(dict(bidirectional=True), "bidirectional=True is not supported", id="bidir"),
-        pytest.param(dict(proj_size=2), "proj_size > 0 is not supported", id="proj"),
+        pytest.param(
+            *c,
+            id="-".join(
+                [
+                    f"{c[0]}-layer",
+                    "bi" if c[1] else "uni",
+                    f"proj{c[2]}",
+                    "batch-first" if c[3] else "time-first",
+                    c[4],
+                    "h0" if c[5] else "no-h0",
+                ]
+            ),
+        )
+        for c in itertools.product(
+            [1, 2],
+            [False, True],
+            [0, 2],
+            [False, True],
+            ["tensor", "sorted", "unsorted"],
+            [False, True],
+        )
     ],
 )
-def test_module_refuses_what_the_op_does_not_do(kwargs, message):
+
+
+@CONFIGURATIONS
+def test_every_configuration_matches_nn_lstm_in_float64(
+    layers, bidirectional, proj_size, batch_first, packing, given
+):
+    """{1, 2 layers} x {one or two directions} x {projected or not} x {batch_first or not} x
+    {a tensor, a PackedSequence sorted or not} x {h0 and c0 given or not}, on the CPU: outputs
+    and the gradients of x, h0, c0 and every parameter, to 1e-10."""
+    compare_drop_in(
+        "cpu", torch.float64, layers, bidirectional, proj_size, batch_first, packing, given
+    )
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@CONFIGURATIONS
+def test_every_configuration_matches_nn_lstm_on_cuda(
+    dtype, layers, bidirectional, proj_size, batch_first, packing, given
+):
+    """The same on the GPU in float32 (TF32 off) and bfloat16, against nn.LSTM in float64."""
+    compare_drop_in("cuda", dtype, layers, bidirectional, proj_size, batch_first, packing, given)
+
+
+@pytest.mark.parametrize(
+    "options", [dict(bidirectional=True), dict(proj_size=3), dict(bidirectional=True, proj_size=3)]
+)
+def test_bidirectional_and_projected_checkpoints_load_both_ways(options):
+    theirs = torch.nn.LSTM(4, 6, num_layers=2, **options)
+    ours = custom_ops.LSTM(4, 6, num_layers=2, **options)
+    ours.load_state_dict(theirs.state_dict())
+    theirs.load_state_dict(ours.state_dict())
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(num_layers=2, bidirectional=True, proj_size=3, batch_first=True, dropout=0.5),
+        dict(bias=False),
+    ],
+)
+def test_reads_like_nn_lstm(options):
+    """The attributes training code reads from an nn.LSTM, and its printed form."""
+    theirs = torch.nn.LSTM(4, 6, **options)
+    ours = custom_ops.LSTM(4, 6, **options)
+    assert repr(ours).replace("LSTM", "X", 1) == repr(theirs).replace("LSTM", "X", 1)
+    assert ours._flat_weights_names == theirs._flat_weights_names
+    assert ours._all_weights == theirs._all_weights
+    assert [[p.shape for p in ps] for ps in ours.all_weights] == [
+        [p.shape for p in ps] for ps in theirs.all_weights
+    ]
+    for name in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
+                 "bidirectional", "proj_size"):  # fmt: skip
+        assert getattr(ours, name) == getattr(theirs, name), name
+    ours.flatten_parameters()  # training scripts call it: a no-op here
+
+
+def test_unbatched_input_with_both_directions_and_a_projection(generator):
+    reference, ours = pair(3, 5, "cpu", torch.float64, bidirectional=True, proj_size=2)
+    x = random((6, 3), generator)
+    hx = (random((2, 2), generator), random((2, 5), generator))
+    (y_ref, (h_ref, c_ref)), (y, (h, c)) = reference(x, hx), ours(x, hx)
+    for got, want in ((y, y_ref), (h, h_ref), (c, c_ref)):
+        torch.testing.assert_close(got, want, **TOLERANCES[torch.float64])
+
+
+@pytest.mark.parametrize(
+    ("options", "state", "message"),
+    [
+        pytest.param(dict(bidirectional=True), "h0", r"h0 must have shape .* = \(2, 3, 6\)",
+                     id="bidirectional-h0-of-one-direction"),
+        pytest.param(dict(proj_size=2), "h0", r"h0 must have shape .*proj_size\) = \(1, 3, 2\)",
+                     id="projected-h0-of-hidden-size"),
+        pytest.param(dict(proj_size=2), "c0", r"c0 must have shape .*hidden_size\) = \(1, 3, 6\)",
+                     id="projected-c0-of-proj-size"),
+    ],
+)  # fmt: skip
+def test_module_names_a_state_of_the_wrong_size(options, state, message, generator):
+    lstm = custom_ops.LSTM(4, 6, **options)
+    directions = 2 if lstm.bidirectional else 1
+    h0 = torch.zeros(1, 3, 6)  # one direction's h of hidden_size: wrong for every case above
+    c0 = torch.zeros(directions, 3, 6)
+    if state == "c0":
+        h0, c0 = torch.zeros(directions, 3, 2), torch.zeros(directions, 3, 2)
+    with pytest.raises(RuntimeError, match=message):
+        lstm(torch.randn(5, 3, 4), (h0, c0))
+
+
+@pytest.mark.parametrize(
+    ("proj_size", "message"), [(-1, "proj_size must be 0"), (6, "hidden_size - 1 = 5")]
+)
+def test_module_refuses_a_projection_not_smaller_than_hidden(proj_size, message):
     with pytest.raises(ValueError, match=message):
-        custom_ops.LSTM(4, 6, **kwargs)
+        custom_ops.LSTM(4, 6, proj_size=proj_size)
 
 
-def test_module_refuses_a_packed_sequence():
-    packed = torch.nn.utils.rnn.pack_sequence([torch.randn(3, 4), torch.randn(2, 4)])
-    with pytest.raises(TypeError, match="PackedSequence"):
-        custom_ops.LSTM(4, 6)(packed)
+def packed_inputs(device, dtype=torch.float64, requires_grad=False, projected=True, seed=0):
+    """lstm_packed's arguments for a batch of three sequences of lengths 4, 2, 1 (x of 7 rows),
+    hidden 5, with a projection to 3."""
+    g = torch.Generator().manual_seed(seed)
+    hidden, out, features = 5, 3 if projected else 5, 2
+    batch_sizes = torch.tensor([3, 2, 1, 1])
+    shapes = [(7, features), (3, out), (3, hidden), (4 * hidden, features), (4 * hidden, out),
+              (4 * hidden,), (4 * hidden,)]  # fmt: skip
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh = (
+        random(s, g, device, dtype).requires_grad_(requires_grad) for s in shapes
+    )
+    w_hr = (
+        random((out, hidden), g, device, dtype).requires_grad_(requires_grad) if projected else None
+    )
+    return x, batch_sizes, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("projected", [False, True], ids=["plain", "projected"])
+def test_lstm_packed_gradcheck_in_float64(device, reverse, projected):
+    args = packed_inputs(device, requires_grad=True, projected=projected)
+    assert torch.autograd.gradcheck(lambda *a: custom_ops.lstm_packed(*a, reverse=reverse), args)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("projected", [False, True], ids=["plain", "projected"])
+def test_lstm_packed_opcheck(device, reverse, projected):
+    args = packed_inputs(device, requires_grad=True, projected=projected)
+    opcheck(torch.ops.custom_ops.lstm_packed.default, (*args, reverse))
+
+
+@pytest.mark.parametrize("projected", [False, True], ids=["plain", "projected"])
+def test_lstm_packed_opcheck_of_the_backward(device, projected):
+    args = packed_inputs(device, projected=projected)
+    x, batch_sizes, h0, c0, w_ih, w_hh, _, _, w_hr = args
+    y, h, c, gates, cs, r = torch.ops.custom_ops.lstm_packed.default(*args, True)
+    grads = (torch.randn_like(y), torch.randn_like(h), torch.randn_like(c))
+    opcheck(
+        torch.ops.custom_ops.lstm_packed_backward.default,
+        (*grads, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, True, y, gates, cs, r),
+    )
+
+
+def bad_packed_calls():
+    def call(**change):
+        names = ["x", "batch_sizes", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh", "w_hr"]
+        return lambda device: (dict(zip(names, packed_inputs(device), strict=True)) | {
+            k: v(device) if callable(v) else v for k, v in change.items()})  # fmt: skip
+
+    cases = [
+        (
+            call(batch_sizes=torch.tensor([3, 2, 1, 1], dtype=torch.int32)),
+            "batch_sizes must be a 1-D int64 tensor",
+            "batch-sizes-int32",
+        ),
+        (
+            call(batch_sizes=torch.tensor([3, 1, 2, 1])),
+            r"batch_sizes must never grow .* batch_sizes\[2\] = 2 after 1",
+            "batch-sizes-growing",
+        ),
+        (
+            call(batch_sizes=torch.tensor([2, 2, 2, 1])),
+            r"batch_sizes\[0\] must equal the batch size of h0 \(3\)",
+            "batch-sizes-vs-h0",
+        ),
+        (
+            call(batch_sizes=torch.tensor([3, 2, 1])),
+            "batch_sizes add up to 6 rows but x has 7",
+            "batch-sizes-vs-x",
+        ),
+        (
+            call(w_hr=lambda d: torch.zeros(3, 4, device=d, dtype=torch.float64)),
+            r"w_hr must have shape \[proj_size, 5\]",
+            "w-hr-of-the-wrong-width",
+        ),
+        (
+            call(h0=lambda d: torch.zeros(3, 5, device=d, dtype=torch.float64)),
+            r"w_hh must have shape \[20, 3\]|h0 must have shape \[batch, 3\]",
+            "h0-of-hidden-size",
+        ),
+        (
+            call(c0=lambda d: torch.zeros(3, 3, device=d, dtype=torch.float64)),
+            r"c0 must have shape \[3, 5\]",
+            "c0-of-proj-size",
+        ),
+    ]
+    return [pytest.param(c, m, id=i) for c, m, i in cases]
+
+
+@pytest.mark.parametrize(("call", "message"), bad_packed_calls())
+def test_lstm_packed_rejects_bad_input(call, message, device):
+    with pytest.raises(RuntimeError, match=f"lstm_packed: ({message})"):
+        torch.ops.custom_ops.lstm_packed.default(*call(device).values(), False)
+
+
+@pytest.mark.cuda
+def test_a_packed_sequence_of_a_cuda_batch_needs_its_batch_sizes_on_the_cpu():
+    """PackedSequence.to("cuda") moves the data and leaves batch_sizes on the CPU, where the op
+    reads it; one built by hand with batch_sizes on the GPU gets an error naming batch_sizes."""
+    args = packed_inputs("cuda")
+    with pytest.raises(RuntimeError, match=r"lstm_packed: batch_sizes must be .* on the CPU"):
+        torch.ops.custom_ops.lstm_packed.default(args[0], args[1].cuda(), *args[2:], False)
 
 
 # ---- PyTorch's machinery: compile, autocast, CUDA graphs, TF32 ----------------------------------
 
 
-def test_compiles_with_fullgraph_and_matches_eager(device, generator):
-    """torch.compile traces the op through its fake kernel, in one graph, forward and backward."""
+MODEL_OPTIONS = [
+    pytest.param(dict(), id="plain"),
+    pytest.param(dict(bidirectional=True, proj_size=3), id="bidirectional-projected"),
+]
+
+
+@pytest.mark.parametrize("options", MODEL_OPTIONS)
+def test_compiles_with_fullgraph_and_matches_eager(device, generator, options):
+    """torch.compile traces the ops through their fake kernels, in one graph, forward and
+    backward."""
     torch._dynamo.reset()
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), custom_ops.LSTM(8, 6, num_layers=2))
+    lstm = custom_ops.LSTM(8, 6, num_layers=2, **options)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), lstm)
     model = model.to(device, torch.float64)
     x = random((5, 3, 4), generator, device)
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
@@ -300,6 +584,20 @@ def test_compiles_with_fullgraph_and_matches_eager(device, generator):
     torch.testing.assert_close(grads_compiled, grads_eager)
 
 
+def test_a_packed_batch_compiles_with_fullgraph(generator):
+    """A PackedSequence in and out of a compiled bidirectional, projected LSTM: one graph."""
+    torch._dynamo.reset()
+    lstm = custom_ops.LSTM(4, 6, bidirectional=True, proj_size=3, dtype=torch.float64)
+    x = random((5, 3, 4), generator)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(
+        x, torch.tensor([2, 5, 1]), enforce_sorted=False
+    )
+    compiled = torch.compile(lstm, fullgraph=True, backend="aot_eager")
+    (y, (h, c)), (y_eager, (h_eager, c_eager)) = compiled(packed), lstm(packed)
+    torch.testing.assert_close(y.data, y_eager.data)
+    torch.testing.assert_close((h, c), (h_eager, c_eager))
+
+
 AUTOCAST_CASES = [
     pytest.param("cpu", torch.bfloat16, id="cpu-bfloat16"),
     pytest.param("cuda", torch.bfloat16, id="cuda-bfloat16", marks=pytest.mark.cuda),
@@ -307,16 +605,17 @@ AUTOCAST_CASES = [
 ]
 
 
+@pytest.mark.parametrize("options", MODEL_OPTIONS)
 @pytest.mark.parametrize(("device_type", "dtype"), AUTOCAST_CASES)
-def test_under_autocast_runs_in_autocasts_dtype(device_type, dtype, generator):
+def test_under_autocast_runs_in_autocasts_dtype(device_type, dtype, generator, options):
     """Float32 parameters and input; inside autocast ours computes in autocast's dtype, and its
     float32 parameters get float32 gradients. The reference is nn.LSTM in float32 on input and
     weights rounded to that dtype, which is what autocast feeds the op. (nn.LSTM itself under
     autocast is no portable reference: on a CPU without bfloat16 instructions oneDNN refuses it,
     and on CUDA cuDNN runs float16 when bfloat16 is asked, torch 2.11.)"""
     torch.manual_seed(0)
-    theirs = torch.nn.LSTM(4, 8).to(device_type)
-    ours = custom_ops.LSTM(4, 8).to(device_type)
+    theirs = torch.nn.LSTM(4, 8, **options).to(device_type)
+    ours = custom_ops.LSTM(4, 8, **options).to(device_type)
     ours.load_state_dict(theirs.state_dict())
     with torch.no_grad():
         for p in theirs.parameters():
@@ -353,6 +652,36 @@ def test_forward_can_be_captured_in_a_cuda_graph(path, generator, monkeypatch):
         s.copy_(n)
     graph.replay()
     for got, want in zip(out, custom_ops.lstm(*new), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_lstm_packed_can_be_captured_in_a_cuda_graph(reverse):
+    """The packed op's forward and backward record into a CUDA graph: batch_sizes is read on
+    the host when the graph is recorded, and every copy stays on the device."""
+    args = [a.float() if a.is_floating_point() else a for a in packed_inputs("cuda")]
+    static = [a.clone().requires_grad_(a.is_floating_point()) for a in args]
+
+    def step():
+        y, h, c = custom_ops.lstm_packed(*static, reverse=reverse)
+        grads = torch.autograd.grad((y.sum() + h.sum() + c.sum()), [static[0], static[4]])
+        return (y, h, c, *grads)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()  # warm-up outside the capture (cuBLAS's workspace, etc.)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    new = [a.float() if a.is_floating_point() else a for a in packed_inputs("cuda", seed=1)]
+    with torch.no_grad():
+        for s, n in zip(static, new, strict=True):
+            s.copy_(n)
+    graph.replay()
+    for got, want in zip(out, step(), strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
@@ -589,6 +918,23 @@ def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
     assert all(r["gpu_ms"] > 0 for r in records)
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
+def test_options_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
+    lstm_options = import_own_script("benchmarks/lstm_options")
+    assert lstm_options.main([]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_options_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
+    lstm_options = import_own_script("benchmarks/lstm_options")
+    assert lstm_options.main(["--quick", "--out", str(tmp_path)]) == 0
+    records = json.loads((tmp_path / "lstm_options.json").read_text())["rows"]
+    assert len(records) == 2 * len(lstm_options.QUICK)
+    assert all(r["loop_ms_ours"] > 0 and r["loop_ms_cuDNN"] > 0 for r in records)
+
+
 # ---- under compute-sanitizer: the CUDA path once, forward and backward, on small shapes ---------
 
 
@@ -603,6 +949,27 @@ def test_cuda_forward_and_backward_on_small_shapes(dtype, path, monkeypatch):
     (y.float().sum() + h.float().sum() + c.float().sum()).backward()
     for a in args:
         assert torch.isfinite(a.grad).all()
+    torch.cuda.synchronize()
+
+
+@pytest.mark.cuda
+@pytest.mark.sanitize
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("projected", [False, True], ids=["plain", "projected"])
+def test_cuda_packed_forward_and_backward_on_small_shapes(dtype, reverse, projected):
+    args = [
+        a.to(dtype).requires_grad_() if a.is_floating_point() else a
+        for a in packed_inputs("cuda", projected=projected)
+        if a is not None
+    ]
+    if not projected:
+        args.append(None)
+    y, h, c = custom_ops.lstm_packed(*args, reverse=reverse)
+    (y.float().sum() + h.float().sum() + c.float().sum()).backward()
+    for a in args:
+        if a is not None and a.is_floating_point():
+            assert torch.isfinite(a.grad).all()
     torch.cuda.synchronize()
 
 

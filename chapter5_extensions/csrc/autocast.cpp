@@ -68,6 +68,28 @@ LstmLayerOut lstm_autocast(const at::Tensor& x, const at::Tensor& h0, const at::
                  lower<kDevice>(w_hh), lower<kDevice>(b_ih), lower<kDevice>(b_hh));
 }
 
+using LstmPackedOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                 at::Tensor>;
+
+template <c10::DeviceType kDevice>
+LstmPackedOut lstm_packed_autocast(const at::Tensor& x, const at::Tensor& batch_sizes,
+                                   const at::Tensor& h0, const at::Tensor& c0,
+                                   const at::Tensor& w_ih, const at::Tensor& w_hh,
+                                   const at::Tensor& b_ih, const at::Tensor& b_hh,
+                                   const std::optional<at::Tensor>& w_hr, bool reverse) {
+  static const auto op = op_handle<LstmPackedOut(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const std::optional<at::Tensor>&, bool)>("custom_ops::lstm_packed");
+  const auto guard = no_autocast<kDevice>();
+  const std::optional<at::Tensor> w_hr_low =
+      w_hr.has_value() ? std::optional<at::Tensor>(lower<kDevice>(*w_hr)) : std::nullopt;
+  // batch_sizes is int64 on the CPU: cached_cast would leave it alone, and it is left alone here.
+  return op.call(lower<kDevice>(x), batch_sizes, lower<kDevice>(h0), lower<kDevice>(c0),
+                 lower<kDevice>(w_ih), lower<kDevice>(w_hh), lower<kDevice>(b_ih),
+                 lower<kDevice>(b_hh), w_hr_low, reverse);
+}
+
 template <c10::DeviceType kDevice>
 at::Tensor conv_rnn_autocast(const at::Tensor& x, const at::Tensor& kernel,
                              const at::Tensor& hidden) {
@@ -92,6 +114,7 @@ TORCH_LIBRARY_IMPL(custom_ops, AutocastCUDA, m) {
   m.impl("fused_bias_relu", &fused_bias_relu_autocast<kCUDA>);
   m.impl("lstm_cell", &lstm_cell_autocast<kCUDA>);
   m.impl("lstm", &lstm_autocast<kCUDA>);  // in autocast's dtype (nn.LSTM's cuDNN path: float16)
+  m.impl("lstm_packed", &lstm_packed_autocast<kCUDA>);
   m.impl("conv_rnn", &conv_rnn_autocast<kCUDA>);
   m.impl("reduce_sum", &reduce_sum_autocast<kCUDA>);
 }
@@ -101,6 +124,7 @@ TORCH_LIBRARY_IMPL(custom_ops, AutocastCPU, m) {
   m.impl("fused_bias_relu", &fused_bias_relu_autocast<kCPU>);
   m.impl("lstm_cell", &lstm_cell_autocast<kCPU>);
   m.impl("lstm", &lstm_autocast<kCPU>);  // CPU autocast lowers torch.nn.LSTM as well
+  m.impl("lstm_packed", &lstm_packed_autocast<kCPU>);
   m.impl("conv_rnn", &conv_rnn_autocast<kCPU>);
 }
 

@@ -110,11 +110,114 @@ LstmGrads lstm_backward_cpu(const at::Tensor& grad_y, const at::Tensor& grad_hn,
           dg2.sum(0).to(dtype)};
 }
 
+// ---- lstm_packed: a packed batch, either direction, optionally projected (csrc/lstm.h) ----------
+// The same steps, on the rows each step has. h and c hold every sequence's state, (B, P) and
+// (B, H): step t reads and writes their first batch_sizes[t] rows, and a row that takes no part
+// keeps its state, which is how a sequence that has ended keeps its h_n and one that has not begun
+// (in reverse) keeps h0.
+
+LstmPackedOut lstm_packed_cpu(const at::Tensor& x_in, const at::Tensor& batch_sizes,
+                              const at::Tensor& h0, const at::Tensor& c0, const at::Tensor& w_ih,
+                              const at::Tensor& w_hh, const at::Tensor& b_ih,
+                              const at::Tensor& b_hh, const std::optional<at::Tensor>& w_hr,
+                              bool reverse) {
+  const char* op = "lstm_packed";
+  const LstmPackedSizes s = check_lstm_packed_inputs(x_in, batch_sizes, h0, c0, w_ih, w_hh, w_hr, op);
+  check_lstm_bias(x_in, b_ih, b_hh, s.hidden, op);
+  const int64_t H = s.hidden;
+  const auto acc = opmath_dtype(x_in);
+  const auto dtype = x_in.scalar_type();
+  const at::Tensor x = x_in.to(acc);
+  const at::Tensor w_hh_t = w_hh.to(acc).t();
+  at::Tensor gates = at::addmm(b_ih.to(acc) + b_hh.to(acc), x, w_ih.to(acc).t());  // (N, 4H)
+  at::Tensor cs = at::empty({s.rows, H}, x.options());
+  at::Tensor r = at::empty({w_hr ? s.rows : 0, H}, x_in.options());
+  at::Tensor y = at::empty({s.rows, s.out}, x_in.options());
+  at::Tensor h = h0.to(acc, /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor c = c0.to(acc, /*non_blocking=*/false, /*copy=*/true);
+  for (int64_t k = 0; k < s.steps; ++k) {
+    const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
+    at::Tensor g = gates.narrow(0, o, n);
+    g.addmm_(h.narrow(0, 0, n), w_hh_t);
+    g.narrow(1, 0, 2 * H).sigmoid_();  // i and f
+    g.narrow(1, 2 * H, H).tanh_();     // g
+    g.narrow(1, 3 * H, H).sigmoid_();  // o
+    at::Tensor c_t = cs.narrow(0, o, n);
+    at::mul_out(c_t, g.narrow(1, H, H), c.narrow(0, 0, n))
+        .addcmul_(g.narrow(1, 0, H), g.narrow(1, 2 * H, H));
+    c.narrow(0, 0, n).copy_(c_t);
+    at::Tensor h_t = g.narrow(1, 3 * H, H) * at::tanh(c_t);
+    if (w_hr) {  // r rounded to x's dtype, as CUDA's product reads it
+      r.narrow(0, o, n).copy_(h_t);
+      h_t = at::mm(r.narrow(0, o, n).to(acc), w_hr->to(acc).t());
+    }
+    y.narrow(0, o, n).copy_(h_t);
+    h.narrow(0, 0, n).copy_(y.narrow(0, o, n));  // as rounded to x's dtype, as on CUDA
+  }
+  return {y, fresh(h, dtype), fresh(c, dtype), gates.to(dtype), cs, r};
+}
+
+LstmPackedGrads lstm_packed_backward_cpu(
+    const at::Tensor& grad_y, const at::Tensor& grad_hn, const at::Tensor& grad_cn,
+    const at::Tensor& x_in, const at::Tensor& batch_sizes, const at::Tensor& h0,
+    const at::Tensor& c0, const at::Tensor& w_ih, const at::Tensor& w_hh,
+    const std::optional<at::Tensor>& w_hr, bool reverse, const at::Tensor& y,
+    const at::Tensor& gates, const at::Tensor& cs, const at::Tensor& r) {
+  const char* op = "lstm_packed_backward";
+  const LstmPackedSizes s = check_lstm_packed_inputs(x_in, batch_sizes, h0, c0, w_ih, w_hh, w_hr, op);
+  check_lstm_packed_saved(s, x_in, grad_y, grad_hn, grad_cn, y, gates, cs, r, w_hr.has_value(), op);
+  const int64_t H = s.hidden;
+  const auto acc = opmath_dtype(x_in);
+  const auto dtype = x_in.scalar_type();
+  const at::Tensor w_hh_a = w_hh.to(acc), c0_a = c0.to(acc), h0_a = h0.to(acc);
+  at::Tensor dgates = at::empty({s.rows, 4 * H}, cs.options());
+  at::Tensor dh_all = at::empty({w_hr ? s.rows : 0, s.out}, cs.options());  // for dW_hr
+  at::Tensor h_prev = at::empty({s.rows, s.out}, cs.options());  // for dW_hh
+  // dh and dc: the gradient reaching each sequence's current h and c, as the loop walks back.
+  at::Tensor dh = grad_hn.to(acc, false, true), dc = grad_cn.to(acc, false, true);
+  for (int64_t k = s.steps - 1; k >= 0; --k) {
+    const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
+    const PreviousRows prev = previous_rows(s, k, reverse);
+    // c and h before this step: the previous step's rows, then h0 and c0 for rows that begin.
+    const at::Tensor c_prev = at::cat({cs.narrow(0, prev.offset, prev.count),
+                                       c0_a.narrow(0, prev.count, n - prev.count)});
+    h_prev.narrow(0, o, n).copy_(at::cat(
+        {y.narrow(0, prev.offset, prev.count).to(acc), h0_a.narrow(0, prev.count, n - prev.count)}));
+    at::Tensor dh_t = grad_y.narrow(0, o, n).to(acc) + dh.narrow(0, 0, n);
+    if (w_hr) {
+      dh_all.narrow(0, o, n).copy_(dh_t);
+      dh_t = at::mm(dh_t, w_hr->to(acc));  // the gradient reaching r = o * tanh(c)
+    }
+    const at::Tensor g = gates.narrow(0, o, n).to(acc);
+    const at::Tensor i = g.narrow(1, 0, H), f = g.narrow(1, H, H);
+    const at::Tensor cand = g.narrow(1, 2 * H, H), o_gate = g.narrow(1, 3 * H, H);
+    const at::Tensor tc = at::tanh(cs.narrow(0, o, n));
+    const at::Tensor dc_t = dc.narrow(0, 0, n) + dh_t * o_gate * (1 - tc * tc);
+    at::Tensor dg = dgates.narrow(0, o, n);
+    dg.narrow(1, 0, H).copy_(dc_t * cand * i * (1 - i));
+    dg.narrow(1, H, H).copy_(dc_t * c_prev * f * (1 - f));
+    dg.narrow(1, 2 * H, H).copy_(dc_t * i * (1 - cand * cand));
+    dg.narrow(1, 3 * H, H).copy_(dh_t * tc * o_gate * (1 - o_gate));
+    dc.narrow(0, 0, n).copy_(dc_t * f);
+    dh.narrow(0, 0, n).copy_(at::mm(dg, w_hh_a));
+  }
+  const at::Tensor x = x_in.to(acc);
+  return {at::mm(dgates, w_ih.to(acc)).to(dtype),
+          fresh(dh, dtype),
+          fresh(dc, dtype),
+          at::mm(dgates.t(), x).to(dtype),
+          at::mm(dgates.t(), h_prev).to(dtype),
+          dgates.sum(0).to(dtype),
+          w_hr ? at::mm(dh_all.t(), r.to(acc)).to(dtype) : at::empty({0}, x_in.options())};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(custom_ops, CPU, m) {
   m.impl("lstm", &lstm_cpu);
   m.impl("lstm_backward", &lstm_backward_cpu);
+  m.impl("lstm_packed", &lstm_packed_cpu);
+  m.impl("lstm_packed_backward", &lstm_packed_backward_cpu);
 }
 
 }  // namespace custom_ops

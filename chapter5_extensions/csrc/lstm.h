@@ -10,6 +10,8 @@
 // products) and kept in float on the CPU, so half-type gradients differ between the two a little.
 #pragma once
 
+#include <algorithm>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -106,6 +108,138 @@ inline LstmSizes check_lstm_backward_inputs(const at::Tensor& grad_y, const at::
   TORCH_CHECK(gates.device() == x.device() && cs.device() == x.device(), op,
               ": gates and cs must be on ", x.device());
   return s;
+}
+
+// ---- lstm_packed: one direction of a layer over a packed batch, optionally projected -----------
+//
+// The layout of torch.nn.utils.rnn.PackedSequence: x (N, I) holds the rows of step 0, then those
+// of step 1, ..., and batch_sizes (T,) (int64, on the CPU) says how many rows each step has. The
+// sequences are sorted longest first, so a step's rows are the first batch_sizes[t] rows of the
+// step before: the batch shrinks as sequences end, and no row is padding. A padded (T, B, I)
+// tensor is the case batch_sizes = [B] * T. `reverse` runs the steps from the last to the first
+// (a bidirectional layer's second direction): a sequence then starts at its own last step, from
+// h0 and c0. With w_hr (P, H) defined, h_t = (o * tanh(c_t)) W_hr^T is of size P (torch.nn.LSTM's
+// proj_size), and w_hh is (4H, P). The forward returns y (N, P), h_n (B, P), c_n (B, H), and for
+// the backward the activated gates (N, 4H) in x's dtype, each row's c (N, H) in the compute dtype
+// and r = o * tanh(c) (N, H) in x's dtype when projected (else an empty (0, H) tensor).
+using LstmPackedOut =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+// The gradients of x, h0, c0, w_ih, w_hh, the bias (the same for b_ih and b_hh), and w_hr (an
+// empty tensor when there is none).
+using LstmPackedGrads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                   at::Tensor, at::Tensor>;
+
+struct LstmPackedSizes {
+  int64_t rows, steps, batch, input, hidden, out;  // N, T, B, I, H, P (P = H without w_hr)
+  std::vector<int64_t> batch_sizes, offsets;       // per step: its rows, and where they start
+  // The k-th step to run: t = k, or T - 1 - k in reverse.
+  int64_t step(int64_t k, bool reverse) const { return reverse ? steps - 1 - k : k; }
+};
+
+inline LstmPackedSizes check_lstm_packed_inputs(const at::Tensor& x, const at::Tensor& batch_sizes,
+                                                const at::Tensor& h0, const at::Tensor& c0,
+                                                const at::Tensor& w_ih, const at::Tensor& w_hh,
+                                                const std::optional<at::Tensor>& w_hr,
+                                                const char* op) {
+  check_floating(x, op, "x");
+  const std::pair<const at::Tensor*, const char*> all[] = {
+      {&h0, "h0"}, {&c0, "c0"}, {&w_ih, "w_ih"}, {&w_hh, "w_hh"}};
+  for (const auto& [t, name] : all) check_like(x, *t, op, "x", name);
+  TORCH_CHECK(x.dim() == 2, op, ": x must be 2-D (rows of all steps, features), got shape ",
+              x.sizes());
+  TORCH_CHECK(batch_sizes.dim() == 1 && batch_sizes.scalar_type() == at::kLong &&
+                  batch_sizes.device().is_cpu(),
+              op, ": batch_sizes must be a 1-D int64 tensor on the CPU (as a PackedSequence holds "
+              "it), got ", batch_sizes.scalar_type(), " of shape ", batch_sizes.sizes(), " on ",
+              batch_sizes.device());
+  TORCH_CHECK(w_ih.dim() == 2 && w_ih.size(0) % 4 == 0 && w_ih.size(0) > 0, op,
+              ": w_ih must have shape [4 * hidden, input_size], got ", w_ih.sizes());
+  LstmPackedSizes s{x.size(0), batch_sizes.size(0), h0.dim() == 2 ? h0.size(0) : -1, x.size(1),
+                    w_ih.size(0) / 4, w_ih.size(0) / 4, {}, {}};
+  if (w_hr.has_value()) {
+    check_like(x, *w_hr, op, "x", "w_hr");
+    TORCH_CHECK(w_hr->dim() == 2 && w_hr->size(1) == s.hidden && w_hr->size(0) > 0, op,
+                ": w_hr must have shape [proj_size, ", s.hidden, "], got ", w_hr->sizes());
+    s.out = w_hr->size(0);
+  }
+  TORCH_CHECK(w_ih.size(1) == s.input, op, ": x has ", s.input, " features but w_ih expects ",
+              w_ih.size(1), " (w_ih has shape ", w_ih.sizes(), ")");
+  TORCH_CHECK(w_hh.sizes() == at::IntArrayRef({4 * s.hidden, s.out}), op, ": w_hh must have shape [",
+              4 * s.hidden, ", ", s.out, "], got ", w_hh.sizes());
+  TORCH_CHECK(h0.dim() == 2 && h0.size(1) == s.out, op, ": h0 must have shape [batch, ", s.out,
+              "], got ", h0.sizes());
+  TORCH_CHECK(c0.sizes() == at::IntArrayRef({s.batch, s.hidden}), op, ": c0 must have shape [",
+              s.batch, ", ", s.hidden, "] (batch, hidden), got ", c0.sizes());
+  const at::Tensor sizes = batch_sizes.contiguous();
+  const int64_t* b = sizes.const_data_ptr<int64_t>();
+  int64_t total = 0;
+  for (int64_t t = 0; t < s.steps; ++t) {
+    if (t == 0) {
+      TORCH_CHECK(b[0] == s.batch, op, ": batch_sizes[0] must equal the batch size of h0 (",
+                  s.batch, "), got ", b[0]);
+    } else {
+      // Zero only for an empty batch (B = 0, a padded tensor); a PackedSequence has none.
+      TORCH_CHECK(b[t] >= 0 && b[t] <= b[t - 1], op,
+                  ": batch_sizes must never grow (the sequences sorted longest first, as "
+                  "pack_padded_sequence sorts them), got batch_sizes[",
+                  t, "] = ", b[t], " after ", b[t - 1]);
+    }
+    s.batch_sizes.push_back(b[t]);
+    s.offsets.push_back(total);
+    total += b[t];
+  }
+  TORCH_CHECK(total == s.rows, op, ": batch_sizes add up to ", total, " rows but x has ", s.rows);
+  return s;
+}
+
+inline void check_lstm_bias(const at::Tensor& x, const at::Tensor& b_ih, const at::Tensor& b_hh,
+                            int64_t hidden, const char* op) {
+  check_like(x, b_ih, op, "x", "b_ih");
+  check_like(x, b_hh, op, "x", "b_hh");
+  TORCH_CHECK(b_ih.sizes() == at::IntArrayRef({4 * hidden}) &&
+                  b_hh.sizes() == at::IntArrayRef({4 * hidden}),
+              op, ": b_ih and b_hh must have shape [", 4 * hidden, "], got ", b_ih.sizes(), " and ",
+              b_hh.sizes());
+}
+
+// The backward's gradients and the tensors the forward saved, as lstm_packed made them.
+inline void check_lstm_packed_saved(const LstmPackedSizes& s, const at::Tensor& x,
+                                    const at::Tensor& grad_y, const at::Tensor& grad_hn,
+                                    const at::Tensor& grad_cn, const at::Tensor& y,
+                                    const at::Tensor& gates, const at::Tensor& cs,
+                                    const at::Tensor& r, bool projected, const char* op) {
+  const std::pair<const at::Tensor*, const char*> like_x[] = {
+      {&grad_y, "grad_y"}, {&grad_hn, "grad_hn"}, {&grad_cn, "grad_cn"}, {&y, "y"},
+      {&gates, "gates"},   {&r, "r"}};
+  for (const auto& [t, name] : like_x) check_like(x, *t, op, "x", name);
+  const std::vector<int64_t> out{s.rows, s.out}, h_state{s.batch, s.out}, c_state{s.batch, s.hidden};
+  TORCH_CHECK(grad_y.sizes() == out && y.sizes() == out, op, ": grad_y and y must have shape ",
+              at::IntArrayRef(out), ", got ", grad_y.sizes(), " and ", y.sizes());
+  TORCH_CHECK(grad_hn.sizes() == h_state && grad_cn.sizes() == c_state, op,
+              ": grad_hn and grad_cn must have shapes ", at::IntArrayRef(h_state), " and ",
+              at::IntArrayRef(c_state), ", got ", grad_hn.sizes(), " and ", grad_cn.sizes());
+  TORCH_CHECK(gates.sizes() == at::IntArrayRef({s.rows, 4 * s.hidden}), op,
+              ": gates must have shape [", s.rows, ", ", 4 * s.hidden, "], got ", gates.sizes());
+  TORCH_CHECK(cs.scalar_type() == opmath_dtype(x) && cs.device() == x.device() &&
+                  cs.sizes() == at::IntArrayRef({s.rows, s.hidden}),
+              op, ": cs must be ", opmath_dtype(x), " of shape [", s.rows, ", ", s.hidden,
+              "] on ", x.device(), " (what lstm_packed saved), got ", cs.scalar_type(), " ",
+              cs.sizes(), " on ", cs.device());
+  TORCH_CHECK(r.sizes() == at::IntArrayRef({projected ? s.rows : 0, s.hidden}), op,
+              ": r must have shape [", projected ? s.rows : 0, ", ", s.hidden, "], got ", r.sizes());
+}
+
+// Where the rows of the step before step k (in the order they run) start, and how many of step
+// k's n rows continue from it; the rest start from h0 and c0. Forward, every row of step t was a
+// row of step t - 1. In reverse, the step before is t + 1, and rows from batch_sizes[t + 1] to
+// batch_sizes[t] - 1 are sequences whose last step is t: they begin here.
+struct PreviousRows {
+  int64_t offset, count;
+};
+inline PreviousRows previous_rows(const LstmPackedSizes& s, int64_t k, bool reverse) {
+  if (k == 0) return {0, 0};
+  const int64_t t = s.step(k, reverse), before = s.step(k - 1, reverse);
+  return {s.offsets[before], std::min(s.batch_sizes[before], s.batch_sizes[t])};
 }
 
 }  // namespace custom_ops

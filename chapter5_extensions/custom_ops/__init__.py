@@ -20,7 +20,7 @@ except ImportError as error:
         "python chapter5_extensions/build_inplace.py for the course's in-place build"
     ) from error
 from .modules import LSTM, ConvRNN, FusedBiasReLU, LSTMCell
-from .ops import conv_rnn, fused_bias_relu, lstm, lstm_cell, reduce_sum, relu
+from .ops import conv_rnn, fused_bias_relu, lstm, lstm_cell, lstm_packed, reduce_sum, relu
 
 # The names of the classic "Chapter 5" README this package grew from (README: "Coming from the
 # classic layout"): the same op and module, nothing of their own.
@@ -39,6 +39,7 @@ __all__ = [
     "fused_op_forward",
     "lstm",
     "lstm_cell",
+    "lstm_packed",
     "reduce_sum",
     "relu",
 ]

@@ -2,7 +2,7 @@
 
 FusedBiasReLU(features)   relu(x * scale + bias) with a learned bias, after Linear(bias=False)
 LSTMCell(input, hidden)   a drop-in for torch.nn.LSTMCell: same parameters and state_dict
-LSTM(input, hidden, ...)  a drop-in for torch.nn.LSTM (one direction): the time loop in C++/CUDA
+LSTM(input, hidden, ...)  a drop-in for torch.nn.LSTM: the time loop in C++/CUDA
 ConvRNN(features, k)      the convolutional RNN, with a learned kernel of k taps
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import PackedSequence
 
 from . import ops
 
@@ -49,11 +50,16 @@ class LSTMCell(torch.nn.LSTMCell):
 
 
 class LSTM(torch.nn.Module):
-    """torch.nn.LSTM computed by custom_ops.lstm, one call per layer: the same constructor,
-    parameters (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, ...), initialisation,
-    state_dict and call (`lstm(x, (h0, c0))` -> `y, (h_n, c_n)`), for num_layers, bias,
-    batch_first, dropout and unbatched (2-D) input. Refuses bidirectional=True, proj_size > 0 and
-    PackedSequence input, which the op does not implement.
+    """torch.nn.LSTM computed by custom_ops, one op call per layer and direction: the same
+    constructor, parameters (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, weight_hr_l0
+    with proj_size, the same with _reverse for the second direction), initialisation, state_dict
+    and call (`lstm(x, (h0, c0))` -> `y, (h_n, c_n)`), for every option of nn.LSTM: num_layers,
+    bias, batch_first, dropout, bidirectional, proj_size, unbatched (2-D) input, and a
+    PackedSequence in and out.
+
+    A padded tensor without a projection runs custom_ops.lstm, the layer kernel (the second
+    direction on the input flipped in time); a PackedSequence or a projection runs
+    custom_ops.lstm_packed, whose every step computes on the sequences still running only.
 
     A plain Module, not a subclass of torch.nn.LSTM: torch.compile refuses every subclass of
     nn.RNNBase ("Dynamo does not support RNN, GRU, or LSTM"), and this one compiles with
@@ -73,28 +79,38 @@ class LSTM(torch.nn.Module):
         dtype=None,
     ) -> None:
         super().__init__()
-        if bidirectional:
-            raise ValueError("custom_ops.LSTM: bidirectional=True is not supported (one direction)")
-        if proj_size:
-            raise ValueError("custom_ops.LSTM: proj_size > 0 is not supported")
         if hidden_size <= 0 or num_layers <= 0:
             raise ValueError("custom_ops.LSTM: hidden_size and num_layers must be positive")
+        if not 0 <= proj_size < hidden_size:
+            raise ValueError(
+                f"custom_ops.LSTM: proj_size must be 0 (no projection) or between 1 and "
+                f"hidden_size - 1 = {hidden_size - 1}, got {proj_size}"
+            )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional, self.proj_size = False, 0
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        directions = 2 if bidirectional else 1
+        out = proj_size or hidden_size  # the size of h, and of y per direction
         factory = dict(device=device, dtype=dtype)
+        # The names in nn.LSTM's order, per layer and direction: what _flat_weights_names,
+        # _all_weights and all_weights list, and the order of parameters().
+        self._all_weights: list[list[str]] = []
         for layer in range(num_layers):
-            fan_in = input_size if layer == 0 else hidden_size
-            shapes = {
-                "weight_ih": (4 * hidden_size, fan_in),
-                "weight_hh": (4 * hidden_size, hidden_size),
-            }
-            if bias:
-                shapes |= {"bias_ih": (4 * hidden_size,), "bias_hh": (4 * hidden_size,)}
-            for name, shape in shapes.items():
-                self.register_parameter(
-                    f"{name}_l{layer}", torch.nn.Parameter(torch.empty(shape, **factory))
-                )
+            for direction in range(directions):
+                shapes = {
+                    "weight_ih": (4 * hidden_size, input_size if layer == 0 else out * directions),
+                    "weight_hh": (4 * hidden_size, out),
+                }
+                if bias:
+                    shapes |= {"bias_ih": (4 * hidden_size,), "bias_hh": (4 * hidden_size,)}
+                if proj_size:
+                    shapes["weight_hr"] = (proj_size, hidden_size)
+                suffix = f"_l{layer}" + ("_reverse" if direction else "")
+                for name, shape in shapes.items():
+                    p = torch.nn.Parameter(torch.empty(shape, **factory))
+                    self.register_parameter(name + suffix, p)
+                self._all_weights.append([name + suffix for name in shapes])
+        self._flat_weights_names = [name for names in self._all_weights for name in names]
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -103,49 +119,109 @@ class LSTM(torch.nn.Module):
         for p in self.parameters():
             torch.nn.init.uniform_(p, -bound, bound)
 
-    def extra_repr(self) -> str:
-        s = f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}"
-        if not self.bias:
-            s += ", bias=False"
-        if self.batch_first:
-            s += ", batch_first=True"
-        if self.dropout:
-            s += f", dropout={self.dropout}"
+    @property
+    def _flat_weights(self) -> list[Tensor]:
+        return [getattr(self, name) for name in self._flat_weights_names]
+
+    @property
+    def all_weights(self) -> list[list[Tensor]]:
+        """The parameters per layer and direction, as torch.nn.LSTM.all_weights lists them."""
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+    def flatten_parameters(self) -> None:
+        """Does nothing, and is there because training scripts call it. nn.LSTM copies its
+        weights into one contiguous buffer for cuDNN; our kernels read each parameter where it
+        is, so there is nothing to flatten."""
+
+    def extra_repr(self) -> str:  # what nn.LSTM prints: only the options that differ from default
+        s = f"{self.input_size}, {self.hidden_size}"
+        defaults = dict(proj_size=0, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                        bidirectional=False)  # fmt: skip
+        for name, default in defaults.items():
+            if getattr(self, name) != default:
+                s += f", {name}={getattr(self, name)}"
         return s
 
-    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None):
-        if not isinstance(input, Tensor):  # a PackedSequence
-            raise TypeError("custom_ops.LSTM: takes a padded tensor, not a PackedSequence")
-        unbatched = input.dim() == 2
-        x = input.unsqueeze(1) if unbatched else input
-        if self.batch_first and not unbatched:
-            x = x.transpose(0, 1)  # the op is time-major; it makes x contiguous itself
+    def _check_state(self, name: str, state: Tensor, batch: int, size: int) -> None:
+        shape = (self.num_layers * (2 if self.bidirectional else 1), batch, size)
+        if tuple(state.shape) != shape:
+            raise RuntimeError(
+                f"custom_ops.LSTM: {name} must have shape (num_layers * num_directions, batch, "
+                f"{'proj_size' if name == 'h0' and self.proj_size else 'hidden_size'}) = {shape}"
+                f", or that without batch for unbatched input; got {tuple(state.shape)}"
+            )
+
+    def forward(self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None):
+        packed = isinstance(input, PackedSequence)
+        unbatched = not packed and input.dim() == 2
+        if packed:
+            x, batch_sizes, sorted_indices, unsorted_indices = input
+            batch = int(batch_sizes[0]) if batch_sizes.numel() else 0
+        else:
+            x = input.unsqueeze(1) if unbatched else input
+            if self.batch_first and not unbatched:
+                x = x.transpose(0, 1)  # the ops are time-major; they make x contiguous themselves
+            batch = x.shape[1]
+        directions = 2 if self.bidirectional else 1
+        out = self.proj_size or self.hidden_size
         if hx is None:
-            h0 = c0 = x.new_zeros(self.num_layers, x.shape[1], self.hidden_size)
+            h0 = x.new_zeros(self.num_layers * directions, batch, out)
+            c0 = x.new_zeros(self.num_layers * directions, batch, self.hidden_size)
         else:
             h0, c0 = (t.unsqueeze(1) for t in hx) if unbatched else hx
-        for name, state in (("h0", h0), ("c0", c0)):  # the op checks each layer's (B, H)
-            if state.dim() != 3 or state.shape[0] != self.num_layers:
-                raise RuntimeError(
-                    f"custom_ops.LSTM: {name} must have shape (num_layers={self.num_layers}, "
-                    f"batch, hidden), or (num_layers, hidden) for unbatched input; got "
-                    f"{tuple(state.shape)}"
-                )
+            self._check_state("h0", h0, batch, out)
+            self._check_state("c0", c0, batch, self.hidden_size)
+            if packed and sorted_indices is not None:  # the state of the i-th sequence as sorted
+                h0, c0 = h0.index_select(1, sorted_indices), c0.index_select(1, sorted_indices)
+        if not packed and self.proj_size:  # a padded batch is a packed one whose steps are full
+            steps = x.shape[0]
+            x = x.reshape(steps * batch, x.shape[2])
+            batch_sizes = torch.full((steps,), batch, dtype=torch.int64)
         h_n, c_n = [], []
         for layer in range(self.num_layers):
-            w_ih = getattr(self, f"weight_ih_l{layer}")
-            w_hh = getattr(self, f"weight_hh_l{layer}")
-            if self.bias:
-                b_ih, b_hh = getattr(self, f"bias_ih_l{layer}"), getattr(self, f"bias_hh_l{layer}")
-            else:  # the op always adds biases: zeros, which get no gradient
-                b_ih = b_hh = x.new_zeros(4 * self.hidden_size)
-            x, h, c = ops.lstm(x, h0[layer], c0[layer], w_ih, w_hh, b_ih, b_hh)
-            h_n.append(h)
-            c_n.append(c)
+            ys = []
+            for direction in range(directions):
+                k = layer * directions + direction
+                suffix = f"_l{layer}" + ("_reverse" if direction else "")
+                w_ih, w_hh = (
+                    getattr(self, "weight_ih" + suffix),
+                    getattr(self, "weight_hh" + suffix),
+                )
+                w_hr = getattr(self, "weight_hr" + suffix) if self.proj_size else None
+                if self.bias:
+                    b_ih, b_hh = (
+                        getattr(self, "bias_ih" + suffix),
+                        getattr(self, "bias_hh" + suffix),
+                    )
+                else:  # the ops always add biases: zeros, which get no gradient
+                    b_ih = b_hh = x.new_zeros(4 * self.hidden_size)
+                if packed or self.proj_size:
+                    y, h, c = ops.lstm_packed(
+                        x, batch_sizes, h0[k], c0[k], w_ih, w_hh, b_ih, b_hh, w_hr,
+                        reverse=direction == 1,
+                    )  # fmt: skip
+                elif direction == 0:
+                    y, h, c = ops.lstm(x, h0[k], c0[k], w_ih, w_hh, b_ih, b_hh)
+                else:  # each sequence read from its end: the same layer on x flipped in time
+                    y, h, c = ops.lstm(x.flip(0), h0[k], c0[k], w_ih, w_hh, b_ih, b_hh)
+                    y = y.flip(0)
+                ys.append(y)
+                h_n.append(h)
+                c_n.append(c)
+            x = ys[0] if directions == 1 else torch.cat(ys, dim=-1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = torch.nn.functional.dropout(x, self.dropout, training=True)
-        y = x.transpose(0, 1) if self.batch_first and not unbatched else x
         h_n, c_n = torch.stack(h_n), torch.stack(c_n)
+        if packed:
+            if unsorted_indices is not None:  # back to the caller's order of sequences
+                h_n, c_n = (
+                    h_n.index_select(1, unsorted_indices),
+                    c_n.index_select(1, unsorted_indices),
+                )
+            return PackedSequence(x, batch_sizes, sorted_indices, unsorted_indices), (h_n, c_n)
+        if self.proj_size:
+            x = x.view(-1, batch, out * directions)
+        y = x.transpose(0, 1) if self.batch_first and not unbatched else x
         if unbatched:
             return y.squeeze(1), (h_n.squeeze(1), c_n.squeeze(1))
         return y, (h_n, c_n)

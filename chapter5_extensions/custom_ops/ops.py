@@ -200,6 +200,93 @@ torch.library.register_autograd(
     "custom_ops::lstm", _lstm_layer_backward, setup_context=_lstm_layer_setup_context
 )
 
+# ---- lstm_packed: a packed batch, either direction, optionally projected ------------------------
+
+
+def lstm_packed(
+    x: Tensor,
+    batch_sizes: Tensor,
+    h0: Tensor,
+    c0: Tensor,
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Tensor,
+    b_hh: Tensor,
+    w_hr: Tensor | None = None,
+    reverse: bool = False,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One direction of one LSTM layer over a packed batch, (y, h_n, c_n): x (N, I) and
+    batch_sizes (T,) as a PackedSequence holds them (data, and int64 sizes on the CPU, longest
+    sequence first), h0 (B, P) and c0 (B, H) with B = batch_sizes[0]. Each step computes on its
+    own rows only. reverse=True runs each sequence from its last element to its first (the second
+    direction of a bidirectional layer). w_hr (P, H) projects h to P features (nn.LSTM's
+    proj_size); w_hh is then (4H, P). y (N, P) is packed as x is; h_n and c_n are each sequence's
+    state after its last step."""
+    y, h_n, c_n, *_ = ops.lstm_packed.default(
+        x, batch_sizes, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse
+    )
+    return y, h_n, c_n
+
+
+@torch.library.register_fake("custom_ops::lstm_packed")
+def _(x, batch_sizes, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse):
+    # No shape here depends on batch_sizes' values, which a fake tensor does not have.
+    torch._check(x.dim() == 2, lambda: "lstm_packed: x must be 2-D (rows, features)")
+    torch._check(w_ih.dim() == 2, lambda: "lstm_packed: w_ih must be 2-D")
+    rows, hidden = x.shape[0], w_ih.shape[0] // 4
+    out = hidden if w_hr is None else w_hr.shape[0]
+    torch._check(
+        w_hh.shape == (4 * hidden, out),
+        lambda: f"lstm_packed: w_hh must have shape [{4 * hidden}, {out}], got {tuple(w_hh.shape)}",
+    )
+    batch = h0.shape[0]
+    return (
+        x.new_empty(rows, out),
+        x.new_empty(batch, out),
+        x.new_empty(batch, hidden),
+        x.new_empty(rows, 4 * hidden),
+        x.new_empty(rows, hidden, dtype=_compute_dtype(x)),
+        x.new_empty(rows if w_hr is not None else 0, hidden),
+    )
+
+
+@torch.library.register_fake("custom_ops::lstm_packed_backward")
+def _(grad_y, grad_hn, grad_cn, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, reverse, y, gates, cs, r):
+    return (
+        x.new_empty(x.shape),
+        h0.new_empty(h0.shape),
+        c0.new_empty(c0.shape),
+        w_ih.new_empty(w_ih.shape),
+        w_hh.new_empty(w_hh.shape),
+        w_ih.new_empty(w_ih.shape[0]),
+        x.new_empty(w_hr.shape if w_hr is not None else (0,)),
+    )
+
+
+def _lstm_packed_setup_context(ctx, inputs, output) -> None:
+    x, batch_sizes, h0, c0, w_ih, w_hh, _, _, w_hr, reverse = inputs
+    y, _, _, gates, cs, r = output
+    ctx.reverse = reverse
+    ctx.save_for_backward(x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, y, gates, cs, r)
+    ctx.mark_non_differentiable(gates, cs, r)  # returned for the backward only
+
+
+def _lstm_packed_backward(ctx, grad_y, grad_hn, grad_cn, _grad_gates, _grad_cs, _grad_r):
+    x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, y, gates, cs, r = ctx.saved_tensors
+    grads = ops.lstm_packed_backward.default(
+        grad_y, grad_hn, grad_cn, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, ctx.reverse,
+        y, gates, cs, r,
+    )  # fmt: skip
+    grad_x, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias, grad_w_hr = grads
+    kept = (grad_x, None, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias, grad_bias,
+            grad_w_hr if w_hr is not None else None, None)  # fmt: skip
+    return tuple(g if need else None for g, need in zip(kept, ctx.needs_input_grad, strict=True))
+
+
+torch.library.register_autograd(
+    "custom_ops::lstm_packed", _lstm_packed_backward, setup_context=_lstm_packed_setup_context
+)
+
 # ---- conv_rnn ----------------------------------------------------------------------------------
 
 
@@ -274,6 +361,7 @@ for _name in (
     "fused_bias_relu_backward",
     "lstm_cell_backward",
     "lstm_backward",
+    "lstm_packed_backward",
     "conv_rnn_backward",
 ):
     torch.library.register_autograd(

@@ -261,11 +261,258 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
           grad_bias};
 }
 
+// ---- lstm_packed: a packed batch, either direction, optionally projected (csrc/lstm.h) ----------
+// csrc/lstm.cpp's lstm_packed_cpu, with the products on cuBLAS and a fused kernel per step. Step t
+// works on its batch_sizes[t] rows only, so no thread and no product touches padding. h_state and
+// c_state hold every sequence's h and c; a step reads and writes their first rows.
+
+// One step forward on `rows` rows: as lstm_step_forward_kernel, but c is read from and written
+// back to c_state (and saved), and o * tanh(c) goes to `out` (y, or r when projected) and, when
+// h_state is not null, to h_state, which the next step's product reads.
+template <typename scalar_t, typename acc_t>
+__global__ void lstm_packed_step_forward_kernel(scalar_t* __restrict__ gates,
+                                                const acc_t* __restrict__ bias,
+                                                acc_t* __restrict__ c_state,
+                                                acc_t* __restrict__ c_saved,
+                                                scalar_t* __restrict__ out,
+                                                scalar_t* __restrict__ h_state, int64_t rows,
+                                                int64_t hidden) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       idx < rows * hidden; idx += stride) {
+    const int64_t b = idx / hidden, j = idx % hidden;
+    scalar_t* row = gates + b * 4 * hidden;
+    const acc_t i = sigmoid(static_cast<acc_t>(row[j]) + bias[j]);
+    const acc_t f = sigmoid(static_cast<acc_t>(row[hidden + j]) + bias[hidden + j]);
+    const acc_t g = tanh(static_cast<acc_t>(row[2 * hidden + j]) + bias[2 * hidden + j]);
+    const acc_t o = sigmoid(static_cast<acc_t>(row[3 * hidden + j]) + bias[3 * hidden + j]);
+    const acc_t c = f * c_state[idx] + i * g;
+    row[j] = static_cast<scalar_t>(i);
+    row[hidden + j] = static_cast<scalar_t>(f);
+    row[2 * hidden + j] = static_cast<scalar_t>(g);
+    row[3 * hidden + j] = static_cast<scalar_t>(o);
+    c_state[idx] = c;
+    c_saved[idx] = c;
+    const scalar_t h = static_cast<scalar_t>(o * tanh(c));
+    out[idx] = h;
+    if (h_state != nullptr) h_state[idx] = h;
+  }
+}
+
+// One step back on `rows` rows: as lstm_step_backward_kernel, with the gradient reaching
+// o * tanh(c) given as grad_y + dh (grad_y null when projected: dh then holds all of it), and c
+// before the step read from c_prev for the first `continuing` rows and from c0 for the rows that
+// begin at this step.
+template <typename scalar_t, typename acc_t>
+__global__ void lstm_packed_step_backward_kernel(
+    const scalar_t* __restrict__ grad_y, const acc_t* __restrict__ dh, acc_t* __restrict__ dc,
+    const scalar_t* __restrict__ gates, const acc_t* __restrict__ c,
+    const acc_t* __restrict__ c_prev, int64_t continuing, const acc_t* __restrict__ c0,
+    scalar_t* __restrict__ dgates, int64_t rows, int64_t hidden) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       idx < rows * hidden; idx += stride) {
+    const int64_t b = idx / hidden, j = idx % hidden;
+    const scalar_t* row = gates + b * 4 * hidden;
+    const acc_t i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
+    const acc_t dh_t = (grad_y != nullptr ? static_cast<acc_t>(grad_y[idx]) : acc_t(0)) + dh[idx];
+    const acc_t tc = tanh(c[idx]);
+    const acc_t dct = dc[idx] + dh_t * o * (acc_t(1) - tc * tc);
+    const acc_t cp = b < continuing ? c_prev[idx] : c0[idx];
+    scalar_t* drow = dgates + b * 4 * hidden;
+    drow[j] = static_cast<scalar_t>(dct * g * i * (acc_t(1) - i));
+    drow[hidden + j] = static_cast<scalar_t>(dct * cp * f * (acc_t(1) - f));
+    drow[2 * hidden + j] = static_cast<scalar_t>(dct * i * (acc_t(1) - g * g));
+    drow[3 * hidden + j] = static_cast<scalar_t>(dh_t * tc * o * (acc_t(1) - o));
+    dc[idx] = dct * f;
+  }
+}
+
+// out = a + b, rounded to scalar_t: the gradient reaching a projected step's h (grad_y + dh), an
+// operand of the products that follow.
+template <typename scalar_t, typename acc_t>
+__global__ void add_rounded_kernel(const scalar_t* __restrict__ a, const acc_t* __restrict__ b,
+                                   scalar_t* __restrict__ out, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += stride) {
+    out[idx] = static_cast<scalar_t>(static_cast<acc_t>(a[idx]) + b[idx]);
+  }
+}
+
+// Copies `count` elements between device buffers on the current stream (capturable in a graph).
+template <typename T>
+void copy_async(T* dst, const T* src, int64_t count, cudaStream_t stream) {
+  if (count > 0) {
+    C10_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
+LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_sizes,
+                               const at::Tensor& h0_in, const at::Tensor& c0,
+                               const at::Tensor& w_ih_in, const at::Tensor& w_hh_in,
+                               const at::Tensor& b_ih, const at::Tensor& b_hh,
+                               const std::optional<at::Tensor>& w_hr_in, bool reverse) {
+  const char* op = "lstm_packed";
+  const LstmPackedSizes s =
+      check_lstm_packed_inputs(x_in, batch_sizes, h0_in, c0, w_ih_in, w_hh_in, w_hr_in, op);
+  check_lstm_bias(x_in, b_ih, b_hh, s.hidden, op);
+  check_cuda(x_in, op, "x");
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const int64_t N = s.rows, I = s.input, H = s.hidden, P = s.out;
+  const bool projected = w_hr_in.has_value();
+  const at::Tensor x = x_in.contiguous(), w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
+  const at::Tensor w_hr = projected ? w_hr_in->contiguous() : at::Tensor();
+  const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
+  at::Tensor gates = at::empty({N, 4 * H}, x.options());
+  at::Tensor cs = at::empty({N, H}, x.options().dtype(acc));
+  at::Tensor r = at::empty({projected ? N : 0, H}, x.options());
+  at::Tensor y = at::empty({N, P}, x.options());
+  at::Tensor h_state = fresh(h0_in, dtype), c_state = fresh(c0, acc);
+  if (N == 0) return {y, h_state, fresh(c0, dtype), gates, cs, r};
+  const at::Tensor bias = b_ih.to(acc) + b_hh.to(acc);
+
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_packed", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    auto kernel = lstm_packed_step_forward_kernel<scalar_t, acc_t>;
+    const int64_t grid = grid_for(kernel, s.batch * H);
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const Blas blas = blas_for(dtype);
+    scalar_t* g = gates.mutable_data_ptr<scalar_t>();
+    scalar_t* h = h_state.mutable_data_ptr<scalar_t>();
+    scalar_t* out = y.mutable_data_ptr<scalar_t>();
+    // 1. gates = x W_ih^T for every row of every step: one (N, I) x (I, 4H) product.
+    gemm(blas, false, true, N, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
+         w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
+    for (int64_t k = 0; k < s.steps; ++k) {
+      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
+      if (n == 0) continue;  // an empty batch: no rows, and a launch of no blocks is an error
+      // 2. This step's rows: gates += h W_hh^T, then the pointwise part, then the projection.
+      gemm(blas, false, true, n, 4 * H, P, h, P, w_hh.const_data_ptr<scalar_t>(), P, 1.0,
+           g + o * 4 * H, 4 * H, dtype, dtype);
+      kernel<<<grid, kThreads, 0, stream>>>(
+          g + o * 4 * H, bias.const_data_ptr<acc_t>(), c_state.mutable_data_ptr<acc_t>(),
+          cs.mutable_data_ptr<acc_t>() + o * H,
+          projected ? r.mutable_data_ptr<scalar_t>() + o * H : out + o * P,
+          projected ? nullptr : h, n, H);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      if (projected) {  // y_t = r_t W_hr^T, which the next step reads as its h
+        gemm(blas, false, true, n, P, H, r.const_data_ptr<scalar_t>() + o * H, H,
+             w_hr.const_data_ptr<scalar_t>(), H, 0.0, out + o * P, P, dtype, dtype);
+        copy_async(h, out + o * P, n * P, stream);
+      }
+    }
+  });
+  return {y, h_state, c_state.to(dtype), gates, cs, r};
+}
+
+LstmPackedGrads lstm_packed_backward_cuda(
+    const at::Tensor& grad_y_in, const at::Tensor& grad_hn, const at::Tensor& grad_cn,
+    const at::Tensor& x_in, const at::Tensor& batch_sizes, const at::Tensor& h0_in,
+    const at::Tensor& c0, const at::Tensor& w_ih_in, const at::Tensor& w_hh_in,
+    const std::optional<at::Tensor>& w_hr_in, bool reverse, const at::Tensor& y_in,
+    const at::Tensor& gates_in, const at::Tensor& cs_in, const at::Tensor& r_in) {
+  const char* op = "lstm_packed_backward";
+  const LstmPackedSizes s =
+      check_lstm_packed_inputs(x_in, batch_sizes, h0_in, c0, w_ih_in, w_hh_in, w_hr_in, op);
+  const bool projected = w_hr_in.has_value();
+  check_lstm_packed_saved(s, x_in, grad_y_in, grad_hn, grad_cn, y_in, gates_in, cs_in, r_in,
+                          projected, op);
+  check_cuda(x_in, op, "x");
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const int64_t N = s.rows, I = s.input, H = s.hidden, P = s.out;
+  const at::Tensor grad_y = grad_y_in.contiguous(), x = x_in.contiguous(), h0 = h0_in.contiguous();
+  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
+  const at::Tensor w_hr = projected ? w_hr_in->contiguous() : at::Tensor();
+  const at::Tensor y = y_in.contiguous(), gates = gates_in.contiguous(), cs = cs_in.contiguous();
+  const at::Tensor r = r_in.contiguous();
+  const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
+  const auto acc_options = x.options().dtype(acc);
+  // dh_state and dc_state: the gradient reaching each sequence's current h and c, as the loop
+  // walks back; a row that takes no part in a step keeps its gradient.
+  at::Tensor dh_state = fresh(grad_hn, acc), dc_state = fresh(grad_cn, acc);
+  at::Tensor dgates = at::empty({N, 4 * H}, x.options());
+  at::Tensor grad_x = at::empty({N, I}, x.options());
+  at::Tensor grad_w_ih = at::zeros({4 * H, I}, acc_options);
+  at::Tensor grad_w_hh = at::zeros({4 * H, P}, acc_options);
+  at::Tensor grad_w_hr =  // an empty (0,) without a projection, as on the CPU
+      projected ? at::zeros({P, H}, acc_options) : at::zeros({0}, acc_options);
+  if (N == 0) {
+    return {grad_x, fresh(dh_state, dtype), fresh(dc_state, dtype), grad_w_ih.to(dtype),
+            grad_w_hh.to(dtype), at::zeros({4 * H}, x.options()), grad_w_hr.to(dtype)};
+  }
+  const at::Tensor c0_acc = c0.to(acc).contiguous();
+  at::Tensor h_prev = at::empty({N, P}, x.options());            // each row's h before its step
+  at::Tensor dh_all = at::empty({projected ? N : 0, P}, x.options());  // each step's dh (for dW_hr)
+  at::Tensor dr = at::empty({projected ? s.batch : 0, H}, acc_options);
+
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_packed_backward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    auto kernel = lstm_packed_step_backward_kernel<scalar_t, acc_t>;
+    const int64_t grid = grid_for(kernel, s.batch * H);
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const Blas blas = blas_for(dtype);
+    const acc_t* c = cs.const_data_ptr<acc_t>();
+    const scalar_t* g = gates.const_data_ptr<scalar_t>();
+    scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
+    acc_t* dh = dh_state.mutable_data_ptr<acc_t>();
+    scalar_t* hp = h_prev.mutable_data_ptr<scalar_t>();
+    for (int64_t k = s.steps - 1; k >= 0; --k) {
+      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
+      if (n == 0) continue;
+      const PreviousRows prev = previous_rows(s, k, reverse);
+      // The h each row started this step from: the step before's y, or h0 for rows that begin.
+      copy_async(hp + o * P, y.const_data_ptr<scalar_t>() + prev.offset * P, prev.count * P,
+                 stream);
+      copy_async(hp + (o + prev.count) * P, h0.const_data_ptr<scalar_t>() + prev.count * P,
+                 (n - prev.count) * P, stream);
+      const scalar_t* grad_y_t = grad_y.const_data_ptr<scalar_t>() + o * P;
+      const acc_t* dh_t = dh;
+      if (projected) {  // the gradient reaching r: (grad_y + dh) W_hr
+        scalar_t* dh_rows = dh_all.mutable_data_ptr<scalar_t>() + o * P;
+        auto add = add_rounded_kernel<scalar_t, acc_t>;
+        add<<<grid_for(add, n * P), kThreads, 0, stream>>>(grad_y_t, dh, dh_rows, n * P);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        gemm(blas, false, false, n, H, P, dh_rows, P, w_hr.const_data_ptr<scalar_t>(), H, 0.0,
+             dr.mutable_data_ptr<acc_t>(), H, dtype, acc);
+        grad_y_t = nullptr;
+        dh_t = dr.const_data_ptr<acc_t>();
+      }
+      kernel<<<grid, kThreads, 0, stream>>>(grad_y_t, dh_t, dc_state.mutable_data_ptr<acc_t>(),
+                                            g + o * 4 * H, c + o * H, c + prev.offset * H,
+                                            prev.count, c0_acc.const_data_ptr<acc_t>(),
+                                            dg + o * 4 * H, n, H);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      // The gradient reaching the h this step started from: dgates W_hh.
+      gemm(blas, false, false, n, P, 4 * H, dg + o * 4 * H, 4 * H,
+           w_hh.const_data_ptr<scalar_t>(), P, 0.0, dh, P, dtype, acc);
+    }
+    // Every product that does not wait on the recurrence, once over all N rows.
+    gemm(blas, false, false, N, I, 4 * H, dg, 4 * H, w_ih.const_data_ptr<scalar_t>(), I, 0.0,
+         grad_x.mutable_data_ptr<scalar_t>(), I, dtype, dtype);
+    gemm(blas, true, false, 4 * H, I, N, dg, 4 * H, x.const_data_ptr<scalar_t>(), I, 0.0,
+         grad_w_ih.mutable_data_ptr<acc_t>(), I, dtype, acc);
+    gemm(blas, true, false, 4 * H, P, N, dg, 4 * H, hp, P, 0.0,
+         grad_w_hh.mutable_data_ptr<acc_t>(), P, dtype, acc);
+    if (projected) {
+      gemm(blas, true, false, P, H, N, dh_all.const_data_ptr<scalar_t>(), P,
+           r.const_data_ptr<scalar_t>(), H, 0.0, grad_w_hr.mutable_data_ptr<acc_t>(), H, dtype,
+           acc);
+    }
+  });
+  at::Tensor grad_bias = dgates.sum(0, /*keepdim=*/false, acc).to(dtype);
+  return {grad_x,          fresh(dh_state, dtype), fresh(dc_state, dtype), grad_w_ih.to(dtype),
+          grad_w_hh.to(dtype), grad_bias,          grad_w_hr.to(dtype)};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(custom_ops, CUDA, m) {
   m.impl("lstm", &lstm_cuda);
   m.impl("lstm_backward", &lstm_backward_cuda);
+  m.impl("lstm_packed", &lstm_packed_cuda);
+  m.impl("lstm_packed_backward", &lstm_packed_backward_cuda);
 }
 
 }  // namespace custom_ops::cuda

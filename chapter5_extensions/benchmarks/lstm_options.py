@@ -1,0 +1,146 @@
+"""custom_ops.LSTM against cuDNN's nn.LSTM for what a drop-in must also do: two directions, a
+projection (proj_size), and a packed batch of sequences of different lengths. Forward and backward,
+back to back, the two taking turns; the same weights in both.
+
+    python chapter5_extensions/benchmarks/lstm_options.py            # the table (a few minutes)
+    python chapter5_extensions/benchmarks/lstm_options.py --quick    # small shapes, seconds
+    python chapter5_extensions/benchmarks/lstm_options.py --out docs/perf/h100
+
+Lesson: chapter 5, Part 2, "Both directions, projections, packed batches".
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # custom_ops, build_inplace
+sys.path.insert(0, str(HERE))  # gpu_timer
+
+# (name, steps, batch, hidden, nn.LSTM options, packed): input size = hidden. Packed batches have
+# lengths spread evenly from T/8 to T, so about 56% of a padded batch's steps are real.
+CASES = [
+    ("one direction (the baseline)", 64, 64, 512, dict(), False),
+    ("bidirectional", 64, 64, 512, dict(bidirectional=True), False),
+    ("proj_size = H/4", 64, 64, 1024, dict(proj_size=256), False),
+    ("packed, lengths T/8..T", 64, 64, 512, dict(), True),
+    ("packed, bidirectional", 64, 64, 512, dict(bidirectional=True), True),
+    ("bidirectional, small batch", 128, 8, 256, dict(bidirectional=True), False),
+]
+QUICK = [(name, 8, 4, 32, options, packed) for name, _, _, _, options, packed in CASES]
+
+
+def inputs(steps: int, batch: int, hidden: int, dtype, packed: bool):
+    x = torch.randn(steps, batch, hidden, device="cuda", dtype=dtype, requires_grad=True)
+    if not packed:
+        return x, x
+    lengths = torch.linspace(steps, max(1, steps // 8), batch).round().long()
+    return x, pack_padded_sequence(x, lengths)  # sorted, longest first
+
+
+def fwd_bwd(model, x, batch_input):
+    params = list(model.parameters())
+
+    def run():
+        y, (h, c) = model(batch_input)
+        y = y.data if isinstance(y, torch.nn.utils.rnn.PackedSequence) else y
+        torch.autograd.grad((y.float().sum() + h.float().sum() + c.float().sum()), [x, *params])
+
+    return run
+
+
+def rows(timer, cases, dtypes) -> list[dict]:
+    import custom_ops
+
+    out = []
+    for name, steps, batch, hidden, options, packed in cases:
+        for dtype in dtypes:
+            torch.manual_seed(0)
+            cudnn = torch.nn.LSTM(hidden, hidden, **options).to("cuda", dtype)
+            ours = custom_ops.LSTM(hidden, hidden, **options).to("cuda", dtype)
+            ours.load_state_dict(cudnn.state_dict())
+            x, batch_input = inputs(steps, batch, hidden, dtype, packed)
+            fns = {"ours": fwd_bwd(ours, x, batch_input), "cuDNN": fwd_bwd(cudnn, x, batch_input)}
+            m = timer.measure_in_turns(fns, rounds=3, runs=10, loop=10)
+            row = {
+                "case": name,
+                "T": steps,
+                "B": batch,
+                "H": hidden,
+                "dtype": str(dtype).removeprefix("torch."),
+                **{f"{k}_{impl}": m[impl][k] for impl in fns for k in ("loop_ms", "gpu_ms")},
+            }
+            row["ratio"] = row["loop_ms_ours"] / row["loop_ms_cuDNN"]
+            out.append(row)
+            print(
+                f"  {name:30s} {row['dtype']:8s} ours {row['loop_ms_ours']:8.3f} ms  cuDNN "
+                f"{row['loop_ms_cuDNN']:8.3f} ms  ratio {row['ratio']:.2f}",
+                flush=True,
+            )
+    return out
+
+
+def to_markdown(result: dict) -> str:
+    lines = [
+        f"# custom_ops.LSTM against cuDNN: directions, projections, packed batches "
+        f"({result['device']})",
+        "",
+        f"`{result['command']}`, {result['date']}, torch {result['torch']}, cuDNN "
+        f"{result['cudnn']}. One layer, input size = H, forward and backward (the gradients of x "
+        "and every parameter), back to back: 10 calls in a row between CUDA events, the median "
+        "of 5 such loops, per call; the two implementations take turns 3 times and each keeps "
+        "its median. GPU ms: one call with a cold L2 and the host's launches hidden. Ratio "
+        "< 1: ours is faster. float32 runs with each library's default, TF32 for cuDNN's RNN.",
+        "",
+        "| case | T, B, H | dtype | ours ms | cuDNN ms | ours / cuDNN | GPU ms ours / cuDNN |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['case']} | {r['T']}, {r['B']}, {r['H']} | {r['dtype']} | "
+            f"{r['loop_ms_ours']:.3f} | {r['loop_ms_cuDNN']:.3f} | {r['ratio']:.2f} | "
+            f"{r['gpu_ms_ours']:.3f} / {r['gpu_ms_cuDNN']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes, seconds")
+    parser.add_argument("--out", type=Path, help="write lstm_options.{md,json} here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("lstm_options.py needs a CUDA GPU: it times ours against cuDNN, which is CUDA only.")
+        return 2
+    import build_inplace
+
+    build_inplace.build_inplace()
+    from gpu_timer import Timer
+
+    result = {
+        "device": torch.cuda.get_device_name(),
+        "date": datetime.date.today().isoformat(),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "command": "python chapter5_extensions/benchmarks/lstm_options.py"
+        + (" --quick" if args.quick else ""),
+        "rows": rows(Timer(), QUICK if args.quick else CASES, [torch.float32, torch.bfloat16]),
+    }
+    markdown = to_markdown(result)
+    print(markdown)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "lstm_options.md").write_text(markdown)
+        (args.out / "lstm_options.json").write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
