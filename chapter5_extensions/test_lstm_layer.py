@@ -901,6 +901,25 @@ def test_training_with_ours_follows_the_loss_curve_of_nn_lstm(
     )
 
 
+@pytest.mark.parametrize(
+    ("device", "steps", "proj_size"),
+    [
+        pytest.param("cpu", 30, 16, id="cpu-projected"),
+        pytest.param("cuda", 200, 0, id="cuda", marks=pytest.mark.cuda),
+        pytest.param("cuda", 200, 16, id="cuda-projected", marks=pytest.mark.cuda),
+    ],
+)
+@pytest.mark.slow
+def test_a_bidirectional_tagger_on_packed_sentences_trains_as_with_nn_lstm(
+    device, steps, proj_size, capsys, import_own_script
+):
+    """tagger_train.py: packed sentences of 3 to 30 tokens, both directions, two layers; it
+    fails when the loss curves part by more than its tolerance."""
+    tagger_train = import_own_script("examples/tagger_train")
+    args = ["--device", device, "--steps", str(steps), "--proj-size", str(proj_size)]
+    assert tagger_train.main(args) == 0, capsys.readouterr().out
+
+
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
 def test_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
     benchmark_lstm = import_own_script("benchmarks/benchmark_lstm")

@@ -68,8 +68,8 @@ LstmLayerOut lstm_autocast(const at::Tensor& x, const at::Tensor& h0, const at::
                  lower<kDevice>(w_hh), lower<kDevice>(b_ih), lower<kDevice>(b_hh));
 }
 
-using LstmPackedOut = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
-                                 at::Tensor>;
+using LstmPackedOut =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 template <c10::DeviceType kDevice>
 LstmPackedOut lstm_packed_autocast(const at::Tensor& x, const at::Tensor& batch_sizes,
@@ -78,9 +78,9 @@ LstmPackedOut lstm_packed_autocast(const at::Tensor& x, const at::Tensor& batch_
                                    const at::Tensor& b_ih, const at::Tensor& b_hh,
                                    const std::optional<at::Tensor>& w_hr, bool reverse) {
   static const auto op = op_handle<LstmPackedOut(
-      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-      const std::optional<at::Tensor>&, bool)>("custom_ops::lstm_packed");
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+      bool)>("custom_ops::lstm_packed");
   const auto guard = no_autocast<kDevice>();
   const std::optional<at::Tensor> w_hr_low =
       w_hr.has_value() ? std::optional<at::Tensor>(lower<kDevice>(*w_hr)) : std::nullopt;

@@ -122,7 +122,8 @@ LstmPackedOut lstm_packed_cpu(const at::Tensor& x_in, const at::Tensor& batch_si
                               const at::Tensor& b_hh, const std::optional<at::Tensor>& w_hr,
                               bool reverse) {
   const char* op = "lstm_packed";
-  const LstmPackedSizes s = check_lstm_packed_inputs(x_in, batch_sizes, h0, c0, w_ih, w_hh, w_hr, op);
+  const LstmPackedSizes s =
+      check_lstm_packed_inputs(x_in, batch_sizes, h0, c0, w_ih, w_hh, w_hr, op);
   check_lstm_bias(x_in, b_ih, b_hh, s.hidden, op);
   const int64_t H = s.hidden;
   const auto acc = opmath_dtype(x_in);
@@ -157,14 +158,17 @@ LstmPackedOut lstm_packed_cpu(const at::Tensor& x_in, const at::Tensor& batch_si
   return {y, fresh(h, dtype), fresh(c, dtype), gates.to(dtype), cs, r};
 }
 
-LstmPackedGrads lstm_packed_backward_cpu(
-    const at::Tensor& grad_y, const at::Tensor& grad_hn, const at::Tensor& grad_cn,
-    const at::Tensor& x_in, const at::Tensor& batch_sizes, const at::Tensor& h0,
-    const at::Tensor& c0, const at::Tensor& w_ih, const at::Tensor& w_hh,
-    const std::optional<at::Tensor>& w_hr, bool reverse, const at::Tensor& y,
-    const at::Tensor& gates, const at::Tensor& cs, const at::Tensor& r) {
+LstmPackedGrads lstm_packed_backward_cpu(const at::Tensor& grad_y, const at::Tensor& grad_hn,
+                                         const at::Tensor& grad_cn, const at::Tensor& x_in,
+                                         const at::Tensor& batch_sizes, const at::Tensor& h0,
+                                         const at::Tensor& c0, const at::Tensor& w_ih,
+                                         const at::Tensor& w_hh,
+                                         const std::optional<at::Tensor>& w_hr, bool reverse,
+                                         const at::Tensor& y, const at::Tensor& gates,
+                                         const at::Tensor& cs, const at::Tensor& r) {
   const char* op = "lstm_packed_backward";
-  const LstmPackedSizes s = check_lstm_packed_inputs(x_in, batch_sizes, h0, c0, w_ih, w_hh, w_hr, op);
+  const LstmPackedSizes s =
+      check_lstm_packed_inputs(x_in, batch_sizes, h0, c0, w_ih, w_hh, w_hr, op);
   check_lstm_packed_saved(s, x_in, grad_y, grad_hn, grad_cn, y, gates, cs, r, w_hr.has_value(), op);
   const int64_t H = s.hidden;
   const auto acc = opmath_dtype(x_in);
@@ -172,17 +176,17 @@ LstmPackedGrads lstm_packed_backward_cpu(
   const at::Tensor w_hh_a = w_hh.to(acc), c0_a = c0.to(acc), h0_a = h0.to(acc);
   at::Tensor dgates = at::empty({s.rows, 4 * H}, cs.options());
   at::Tensor dh_all = at::empty({w_hr ? s.rows : 0, s.out}, cs.options());  // for dW_hr
-  at::Tensor h_prev = at::empty({s.rows, s.out}, cs.options());  // for dW_hh
+  at::Tensor h_prev = at::empty({s.rows, s.out}, cs.options());             // for dW_hh
   // dh and dc: the gradient reaching each sequence's current h and c, as the loop walks back.
   at::Tensor dh = grad_hn.to(acc, false, true), dc = grad_cn.to(acc, false, true);
   for (int64_t k = s.steps - 1; k >= 0; --k) {
     const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
     const PreviousRows prev = previous_rows(s, k, reverse);
     // c and h before this step: the previous step's rows, then h0 and c0 for rows that begin.
-    const at::Tensor c_prev = at::cat({cs.narrow(0, prev.offset, prev.count),
-                                       c0_a.narrow(0, prev.count, n - prev.count)});
-    h_prev.narrow(0, o, n).copy_(at::cat(
-        {y.narrow(0, prev.offset, prev.count).to(acc), h0_a.narrow(0, prev.count, n - prev.count)}));
+    const at::Tensor c_prev = at::cat(
+        {cs.narrow(0, prev.offset, prev.count), c0_a.narrow(0, prev.count, n - prev.count)});
+    h_prev.narrow(0, o, n).copy_(at::cat({y.narrow(0, prev.offset, prev.count).to(acc),
+                                          h0_a.narrow(0, prev.count, n - prev.count)}));
     at::Tensor dh_t = grad_y.narrow(0, o, n).to(acc) + dh.narrow(0, 0, n);
     if (w_hr) {
       dh_all.narrow(0, o, n).copy_(dh_t);

@@ -126,8 +126,8 @@ using LstmPackedOut =
     std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 // The gradients of x, h0, c0, w_ih, w_hh, the bias (the same for b_ih and b_hh), and w_hr (an
 // empty tensor when there is none).
-using LstmPackedGrads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
-                                   at::Tensor, at::Tensor>;
+using LstmPackedGrads =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 struct LstmPackedSizes {
   int64_t rows, steps, batch, input, hidden, out;  // N, T, B, I, H, P (P = H without w_hr)
@@ -149,13 +149,21 @@ inline LstmPackedSizes check_lstm_packed_inputs(const at::Tensor& x, const at::T
               x.sizes());
   TORCH_CHECK(batch_sizes.dim() == 1 && batch_sizes.scalar_type() == at::kLong &&
                   batch_sizes.device().is_cpu(),
-              op, ": batch_sizes must be a 1-D int64 tensor on the CPU (as a PackedSequence holds "
-              "it), got ", batch_sizes.scalar_type(), " of shape ", batch_sizes.sizes(), " on ",
+              op,
+              ": batch_sizes must be a 1-D int64 tensor on the CPU (as a PackedSequence holds "
+              "it), got ",
+              batch_sizes.scalar_type(), " of shape ", batch_sizes.sizes(), " on ",
               batch_sizes.device());
   TORCH_CHECK(w_ih.dim() == 2 && w_ih.size(0) % 4 == 0 && w_ih.size(0) > 0, op,
               ": w_ih must have shape [4 * hidden, input_size], got ", w_ih.sizes());
-  LstmPackedSizes s{x.size(0), batch_sizes.size(0), h0.dim() == 2 ? h0.size(0) : -1, x.size(1),
-                    w_ih.size(0) / 4, w_ih.size(0) / 4, {}, {}};
+  LstmPackedSizes s{x.size(0),
+                    batch_sizes.size(0),
+                    h0.dim() == 2 ? h0.size(0) : -1,
+                    x.size(1),
+                    w_ih.size(0) / 4,
+                    w_ih.size(0) / 4,
+                    {},
+                    {}};
   if (w_hr.has_value()) {
     check_like(x, *w_hr, op, "x", "w_hr");
     TORCH_CHECK(w_hr->dim() == 2 && w_hr->size(1) == s.hidden && w_hr->size(0) > 0, op,
@@ -164,8 +172,8 @@ inline LstmPackedSizes check_lstm_packed_inputs(const at::Tensor& x, const at::T
   }
   TORCH_CHECK(w_ih.size(1) == s.input, op, ": x has ", s.input, " features but w_ih expects ",
               w_ih.size(1), " (w_ih has shape ", w_ih.sizes(), ")");
-  TORCH_CHECK(w_hh.sizes() == at::IntArrayRef({4 * s.hidden, s.out}), op, ": w_hh must have shape [",
-              4 * s.hidden, ", ", s.out, "], got ", w_hh.sizes());
+  TORCH_CHECK(w_hh.sizes() == at::IntArrayRef({4 * s.hidden, s.out}), op,
+              ": w_hh must have shape [", 4 * s.hidden, ", ", s.out, "], got ", w_hh.sizes());
   TORCH_CHECK(h0.dim() == 2 && h0.size(1) == s.out, op, ": h0 must have shape [batch, ", s.out,
               "], got ", h0.sizes());
   TORCH_CHECK(c0.sizes() == at::IntArrayRef({s.batch, s.hidden}), op, ": c0 must have shape [",
@@ -209,10 +217,11 @@ inline void check_lstm_packed_saved(const LstmPackedSizes& s, const at::Tensor& 
                                     const at::Tensor& gates, const at::Tensor& cs,
                                     const at::Tensor& r, bool projected, const char* op) {
   const std::pair<const at::Tensor*, const char*> like_x[] = {
-      {&grad_y, "grad_y"}, {&grad_hn, "grad_hn"}, {&grad_cn, "grad_cn"}, {&y, "y"},
-      {&gates, "gates"},   {&r, "r"}};
+      {&grad_y, "grad_y"}, {&grad_hn, "grad_hn"}, {&grad_cn, "grad_cn"},
+      {&y, "y"},           {&gates, "gates"},     {&r, "r"}};
   for (const auto& [t, name] : like_x) check_like(x, *t, op, "x", name);
-  const std::vector<int64_t> out{s.rows, s.out}, h_state{s.batch, s.out}, c_state{s.batch, s.hidden};
+  const std::vector<int64_t> out{s.rows, s.out}, h_state{s.batch, s.out},
+      c_state{s.batch, s.hidden};
   TORCH_CHECK(grad_y.sizes() == out && y.sizes() == out, op, ": grad_y and y must have shape ",
               at::IntArrayRef(out), ", got ", grad_y.sizes(), " and ", y.sizes());
   TORCH_CHECK(grad_hn.sizes() == h_state && grad_cn.sizes() == c_state, op,
@@ -222,11 +231,12 @@ inline void check_lstm_packed_saved(const LstmPackedSizes& s, const at::Tensor& 
               ": gates must have shape [", s.rows, ", ", 4 * s.hidden, "], got ", gates.sizes());
   TORCH_CHECK(cs.scalar_type() == opmath_dtype(x) && cs.device() == x.device() &&
                   cs.sizes() == at::IntArrayRef({s.rows, s.hidden}),
-              op, ": cs must be ", opmath_dtype(x), " of shape [", s.rows, ", ", s.hidden,
-              "] on ", x.device(), " (what lstm_packed saved), got ", cs.scalar_type(), " ",
-              cs.sizes(), " on ", cs.device());
+              op, ": cs must be ", opmath_dtype(x), " of shape [", s.rows, ", ", s.hidden, "] on ",
+              x.device(), " (what lstm_packed saved), got ", cs.scalar_type(), " ", cs.sizes(),
+              " on ", cs.device());
   TORCH_CHECK(r.sizes() == at::IntArrayRef({projected ? s.rows : 0, s.hidden}), op,
-              ": r must have shape [", projected ? s.rows : 0, ", ", s.hidden, "], got ", r.sizes());
+              ": r must have shape [", projected ? s.rows : 0, ", ", s.hidden, "], got ",
+              r.sizes());
 }
 
 // Where the rows of the step before step k (in the order they run) start, and how many of step

@@ -270,13 +270,10 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
 // back to c_state (and saved), and o * tanh(c) goes to `out` (y, or r when projected) and, when
 // h_state is not null, to h_state, which the next step's product reads.
 template <typename scalar_t, typename acc_t>
-__global__ void lstm_packed_step_forward_kernel(scalar_t* __restrict__ gates,
-                                                const acc_t* __restrict__ bias,
-                                                acc_t* __restrict__ c_state,
-                                                acc_t* __restrict__ c_saved,
-                                                scalar_t* __restrict__ out,
-                                                scalar_t* __restrict__ h_state, int64_t rows,
-                                                int64_t hidden) {
+__global__ void lstm_packed_step_forward_kernel(
+    scalar_t* __restrict__ gates, const acc_t* __restrict__ bias, acc_t* __restrict__ c_state,
+    acc_t* __restrict__ c_saved, scalar_t* __restrict__ out, scalar_t* __restrict__ h_state,
+    int64_t rows, int64_t hidden) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        idx < rows * hidden; idx += stride) {
@@ -344,8 +341,7 @@ __global__ void add_rounded_kernel(const scalar_t* __restrict__ a, const acc_t* 
 template <typename T>
 void copy_async(T* dst, const T* src, int64_t count, cudaStream_t stream) {
   if (count > 0) {
-    C10_CUDA_CHECK(
-        cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    C10_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
   }
 }
 
@@ -394,8 +390,8 @@ LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_s
       kernel<<<grid, kThreads, 0, stream>>>(
           g + o * 4 * H, bias.const_data_ptr<acc_t>(), c_state.mutable_data_ptr<acc_t>(),
           cs.mutable_data_ptr<acc_t>() + o * H,
-          projected ? r.mutable_data_ptr<scalar_t>() + o * H : out + o * P,
-          projected ? nullptr : h, n, H);
+          projected ? r.mutable_data_ptr<scalar_t>() + o * H : out + o * P, projected ? nullptr : h,
+          n, H);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       if (projected) {  // y_t = r_t W_hr^T, which the next step reads as its h
         gemm(blas, false, true, n, P, H, r.const_data_ptr<scalar_t>() + o * H, H,
@@ -407,12 +403,14 @@ LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_s
   return {y, h_state, c_state.to(dtype), gates, cs, r};
 }
 
-LstmPackedGrads lstm_packed_backward_cuda(
-    const at::Tensor& grad_y_in, const at::Tensor& grad_hn, const at::Tensor& grad_cn,
-    const at::Tensor& x_in, const at::Tensor& batch_sizes, const at::Tensor& h0_in,
-    const at::Tensor& c0, const at::Tensor& w_ih_in, const at::Tensor& w_hh_in,
-    const std::optional<at::Tensor>& w_hr_in, bool reverse, const at::Tensor& y_in,
-    const at::Tensor& gates_in, const at::Tensor& cs_in, const at::Tensor& r_in) {
+LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad_hn,
+                                          const at::Tensor& grad_cn, const at::Tensor& x_in,
+                                          const at::Tensor& batch_sizes, const at::Tensor& h0_in,
+                                          const at::Tensor& c0, const at::Tensor& w_ih_in,
+                                          const at::Tensor& w_hh_in,
+                                          const std::optional<at::Tensor>& w_hr_in, bool reverse,
+                                          const at::Tensor& y_in, const at::Tensor& gates_in,
+                                          const at::Tensor& cs_in, const at::Tensor& r_in) {
   const char* op = "lstm_packed_backward";
   const LstmPackedSizes s =
       check_lstm_packed_inputs(x_in, batch_sizes, h0_in, c0, w_ih_in, w_hh_in, w_hr_in, op);
@@ -439,11 +437,16 @@ LstmPackedGrads lstm_packed_backward_cuda(
   at::Tensor grad_w_hr =  // an empty (0,) without a projection, as on the CPU
       projected ? at::zeros({P, H}, acc_options) : at::zeros({0}, acc_options);
   if (N == 0) {
-    return {grad_x, fresh(dh_state, dtype), fresh(dc_state, dtype), grad_w_ih.to(dtype),
-            grad_w_hh.to(dtype), at::zeros({4 * H}, x.options()), grad_w_hr.to(dtype)};
+    return {grad_x,
+            fresh(dh_state, dtype),
+            fresh(dc_state, dtype),
+            grad_w_ih.to(dtype),
+            grad_w_hh.to(dtype),
+            at::zeros({4 * H}, x.options()),
+            grad_w_hr.to(dtype)};
   }
   const at::Tensor c0_acc = c0.to(acc).contiguous();
-  at::Tensor h_prev = at::empty({N, P}, x.options());            // each row's h before its step
+  at::Tensor h_prev = at::empty({N, P}, x.options());  // each row's h before its step
   at::Tensor dh_all = at::empty({projected ? N : 0, P}, x.options());  // each step's dh (for dW_hr)
   at::Tensor dr = at::empty({projected ? s.batch : 0, H}, acc_options);
 
@@ -479,22 +482,21 @@ LstmPackedGrads lstm_packed_backward_cuda(
         grad_y_t = nullptr;
         dh_t = dr.const_data_ptr<acc_t>();
       }
-      kernel<<<grid, kThreads, 0, stream>>>(grad_y_t, dh_t, dc_state.mutable_data_ptr<acc_t>(),
-                                            g + o * 4 * H, c + o * H, c + prev.offset * H,
-                                            prev.count, c0_acc.const_data_ptr<acc_t>(),
-                                            dg + o * 4 * H, n, H);
+      kernel<<<grid, kThreads, 0, stream>>>(
+          grad_y_t, dh_t, dc_state.mutable_data_ptr<acc_t>(), g + o * 4 * H, c + o * H,
+          c + prev.offset * H, prev.count, c0_acc.const_data_ptr<acc_t>(), dg + o * 4 * H, n, H);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       // The gradient reaching the h this step started from: dgates W_hh.
-      gemm(blas, false, false, n, P, 4 * H, dg + o * 4 * H, 4 * H,
-           w_hh.const_data_ptr<scalar_t>(), P, 0.0, dh, P, dtype, acc);
+      gemm(blas, false, false, n, P, 4 * H, dg + o * 4 * H, 4 * H, w_hh.const_data_ptr<scalar_t>(),
+           P, 0.0, dh, P, dtype, acc);
     }
     // Every product that does not wait on the recurrence, once over all N rows.
     gemm(blas, false, false, N, I, 4 * H, dg, 4 * H, w_ih.const_data_ptr<scalar_t>(), I, 0.0,
          grad_x.mutable_data_ptr<scalar_t>(), I, dtype, dtype);
     gemm(blas, true, false, 4 * H, I, N, dg, 4 * H, x.const_data_ptr<scalar_t>(), I, 0.0,
          grad_w_ih.mutable_data_ptr<acc_t>(), I, dtype, acc);
-    gemm(blas, true, false, 4 * H, P, N, dg, 4 * H, hp, P, 0.0,
-         grad_w_hh.mutable_data_ptr<acc_t>(), P, dtype, acc);
+    gemm(blas, true, false, 4 * H, P, N, dg, 4 * H, hp, P, 0.0, grad_w_hh.mutable_data_ptr<acc_t>(),
+         P, dtype, acc);
     if (projected) {
       gemm(blas, true, false, P, H, N, dh_all.const_data_ptr<scalar_t>(), P,
            r.const_data_ptr<scalar_t>(), H, 0.0, grad_w_hr.mutable_data_ptr<acc_t>(), H, dtype,
@@ -502,8 +504,13 @@ LstmPackedGrads lstm_packed_backward_cuda(
     }
   });
   at::Tensor grad_bias = dgates.sum(0, /*keepdim=*/false, acc).to(dtype);
-  return {grad_x,          fresh(dh_state, dtype), fresh(dc_state, dtype), grad_w_ih.to(dtype),
-          grad_w_hh.to(dtype), grad_bias,          grad_w_hr.to(dtype)};
+  return {grad_x,
+          fresh(dh_state, dtype),
+          fresh(dc_state, dtype),
+          grad_w_ih.to(dtype),
+          grad_w_hh.to(dtype),
+          grad_bias,
+          grad_w_hr.to(dtype)};
 }
 
 }  // namespace
