@@ -482,11 +482,11 @@ def test_lstm_packed_opcheck(device, reverse, projected):
 def test_lstm_packed_opcheck_of_the_backward(device, projected):
     args = packed_inputs(device, projected=projected)
     x, batch_sizes, h0, c0, w_ih, w_hh, _, _, w_hr = args
-    y, h, c, gates, cs, r = torch.ops.custom_ops.lstm_packed.default(*args, True)
+    y, h, c, *saved = torch.ops.custom_ops.lstm_packed.default(*args, True)
     grads = (torch.randn_like(y), torch.randn_like(h), torch.randn_like(c))
     opcheck(
         torch.ops.custom_ops.lstm_packed_backward.default,
-        (*grads, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, True, y, gates, cs, r),
+        (*grads, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, True, *saved),
     )
 
 

@@ -69,7 +69,7 @@ LstmLayerOut lstm_autocast(const at::Tensor& x, const at::Tensor& h0, const at::
 }
 
 using LstmPackedOut =
-    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 template <c10::DeviceType kDevice>
 LstmPackedOut lstm_packed_autocast(const at::Tensor& x, const at::Tensor& batch_sizes,

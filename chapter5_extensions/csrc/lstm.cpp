@@ -134,10 +134,12 @@ LstmPackedOut lstm_packed_cpu(const at::Tensor& x_in, const at::Tensor& batch_si
   at::Tensor cs = at::empty({s.rows, H}, x.options());
   at::Tensor r = at::empty({w_hr ? s.rows : 0, H}, x_in.options());
   at::Tensor y = at::empty({s.rows, s.out}, x_in.options());
+  at::Tensor h_prev = at::empty({s.rows, s.out}, x_in.options());  // the h each step started from
   at::Tensor h = h0.to(acc, /*non_blocking=*/false, /*copy=*/true);
   at::Tensor c = c0.to(acc, /*non_blocking=*/false, /*copy=*/true);
   for (int64_t k = 0; k < s.steps; ++k) {
     const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
+    h_prev.narrow(0, o, n).copy_(h.narrow(0, 0, n));
     at::Tensor g = gates.narrow(0, o, n);
     g.addmm_(h.narrow(0, 0, n), w_hh_t);
     g.narrow(1, 0, 2 * H).sigmoid_();  // i and f
@@ -155,7 +157,7 @@ LstmPackedOut lstm_packed_cpu(const at::Tensor& x_in, const at::Tensor& batch_si
     y.narrow(0, o, n).copy_(h_t);
     h.narrow(0, 0, n).copy_(y.narrow(0, o, n));  // as rounded to x's dtype, as on CUDA
   }
-  return {y, fresh(h, dtype), fresh(c, dtype), gates.to(dtype), cs, r};
+  return {y, fresh(h, dtype), fresh(c, dtype), gates.to(dtype), cs, r, h_prev};
 }
 
 LstmPackedGrads lstm_packed_backward_cpu(const at::Tensor& grad_y, const at::Tensor& grad_hn,
@@ -164,29 +166,27 @@ LstmPackedGrads lstm_packed_backward_cpu(const at::Tensor& grad_y, const at::Ten
                                          const at::Tensor& c0, const at::Tensor& w_ih,
                                          const at::Tensor& w_hh,
                                          const std::optional<at::Tensor>& w_hr, bool reverse,
-                                         const at::Tensor& y, const at::Tensor& gates,
-                                         const at::Tensor& cs, const at::Tensor& r) {
+                                         const at::Tensor& gates, const at::Tensor& cs,
+                                         const at::Tensor& r, const at::Tensor& h_prev) {
   const char* op = "lstm_packed_backward";
   const LstmPackedSizes s =
       check_lstm_packed_inputs(x_in, batch_sizes, h0, c0, w_ih, w_hh, w_hr, op);
-  check_lstm_packed_saved(s, x_in, grad_y, grad_hn, grad_cn, y, gates, cs, r, w_hr.has_value(), op);
+  check_lstm_packed_saved(s, x_in, grad_y, grad_hn, grad_cn, gates, cs, r, h_prev, w_hr.has_value(),
+                          op);
   const int64_t H = s.hidden;
   const auto acc = opmath_dtype(x_in);
   const auto dtype = x_in.scalar_type();
-  const at::Tensor w_hh_a = w_hh.to(acc), c0_a = c0.to(acc), h0_a = h0.to(acc);
+  const at::Tensor w_hh_a = w_hh.to(acc), c0_a = c0.to(acc);
   at::Tensor dgates = at::empty({s.rows, 4 * H}, cs.options());
   at::Tensor dh_all = at::empty({w_hr ? s.rows : 0, s.out}, cs.options());  // for dW_hr
-  at::Tensor h_prev = at::empty({s.rows, s.out}, cs.options());             // for dW_hh
   // dh and dc: the gradient reaching each sequence's current h and c, as the loop walks back.
   at::Tensor dh = grad_hn.to(acc, false, true), dc = grad_cn.to(acc, false, true);
   for (int64_t k = s.steps - 1; k >= 0; --k) {
     const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
     const PreviousRows prev = previous_rows(s, k, reverse);
-    // c and h before this step: the previous step's rows, then h0 and c0 for rows that begin.
+    // c before this step: the previous step's rows, then c0 for the rows that begin here.
     const at::Tensor c_prev = at::cat(
         {cs.narrow(0, prev.offset, prev.count), c0_a.narrow(0, prev.count, n - prev.count)});
-    h_prev.narrow(0, o, n).copy_(at::cat({y.narrow(0, prev.offset, prev.count).to(acc),
-                                          h0_a.narrow(0, prev.count, n - prev.count)}));
     at::Tensor dh_t = grad_y.narrow(0, o, n).to(acc) + dh.narrow(0, 0, n);
     if (w_hr) {
       dh_all.narrow(0, o, n).copy_(dh_t);
@@ -210,7 +210,7 @@ LstmPackedGrads lstm_packed_backward_cpu(const at::Tensor& grad_y, const at::Ten
           fresh(dh, dtype),
           fresh(dc, dtype),
           at::mm(dgates.t(), x).to(dtype),
-          at::mm(dgates.t(), h_prev).to(dtype),
+          at::mm(dgates.t(), h_prev.to(acc)).to(dtype),
           dgates.sum(0).to(dtype),
           w_hr ? at::mm(dh_all.t(), r.to(acc)).to(dtype) : at::empty({0}, x_in.options())};
 }

@@ -120,10 +120,11 @@ inline LstmSizes check_lstm_backward_inputs(const at::Tensor& grad_y, const at::
 // (a bidirectional layer's second direction): a sequence then starts at its own last step, from
 // h0 and c0. With w_hr (P, H) defined, h_t = (o * tanh(c_t)) W_hr^T is of size P (torch.nn.LSTM's
 // proj_size), and w_hh is (4H, P). The forward returns y (N, P), h_n (B, P), c_n (B, H), and for
-// the backward the activated gates (N, 4H) in x's dtype, each row's c (N, H) in the compute dtype
-// and r = o * tanh(c) (N, H) in x's dtype when projected (else an empty (0, H) tensor).
+// the backward the activated gates (N, 4H) in x's dtype, each row's c (N, H) in the compute dtype,
+// r = o * tanh(c) (N, H) in x's dtype when projected (else an empty (0, H) tensor), and the h each
+// row's step started from (N, P), which the gradient of w_hh multiplies.
 using LstmPackedOut =
-    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 // The gradients of x, h0, c0, w_ih, w_hh, the bias (the same for b_ih and b_hh), and w_hr (an
 // empty tensor when there is none).
 using LstmPackedGrads =
@@ -213,17 +214,18 @@ inline void check_lstm_bias(const at::Tensor& x, const at::Tensor& b_ih, const a
 // The backward's gradients and the tensors the forward saved, as lstm_packed made them.
 inline void check_lstm_packed_saved(const LstmPackedSizes& s, const at::Tensor& x,
                                     const at::Tensor& grad_y, const at::Tensor& grad_hn,
-                                    const at::Tensor& grad_cn, const at::Tensor& y,
-                                    const at::Tensor& gates, const at::Tensor& cs,
-                                    const at::Tensor& r, bool projected, const char* op) {
+                                    const at::Tensor& grad_cn, const at::Tensor& gates,
+                                    const at::Tensor& cs, const at::Tensor& r,
+                                    const at::Tensor& h_prev, bool projected, const char* op) {
   const std::pair<const at::Tensor*, const char*> like_x[] = {
-      {&grad_y, "grad_y"}, {&grad_hn, "grad_hn"}, {&grad_cn, "grad_cn"},
-      {&y, "y"},           {&gates, "gates"},     {&r, "r"}};
+      {&grad_y, "grad_y"}, {&grad_hn, "grad_hn"}, {&grad_cn, "grad_cn"}, {&gates, "gates"},
+      {&r, "r"},           {&h_prev, "h_prev"}};
   for (const auto& [t, name] : like_x) check_like(x, *t, op, "x", name);
   const std::vector<int64_t> out{s.rows, s.out}, h_state{s.batch, s.out},
       c_state{s.batch, s.hidden};
-  TORCH_CHECK(grad_y.sizes() == out && y.sizes() == out, op, ": grad_y and y must have shape ",
-              at::IntArrayRef(out), ", got ", grad_y.sizes(), " and ", y.sizes());
+  TORCH_CHECK(grad_y.sizes() == out && h_prev.sizes() == out, op,
+              ": grad_y and h_prev must have shape ", at::IntArrayRef(out), ", got ",
+              grad_y.sizes(), " and ", h_prev.sizes());
   TORCH_CHECK(grad_hn.sizes() == h_state && grad_cn.sizes() == c_state, op,
               ": grad_hn and grad_cn must have shapes ", at::IntArrayRef(h_state), " and ",
               at::IntArrayRef(c_state), ", got ", grad_hn.sizes(), " and ", grad_cn.sizes());

@@ -49,14 +49,14 @@ TORCH_LIBRARY(custom_ops, m) {
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // One direction of one layer over a packed batch (a PackedSequence's data and batch_sizes),
   // forward or in reverse, with an optional projection w_hr (csrc/lstm.h): -> y, h_n, c_n, and
-  // the gates, cell states and r that lstm_packed_backward reads.
+  // the gates, cell states, r and each step's starting h that lstm_packed_backward reads.
   m.def(
       "lstm_packed(Tensor x, Tensor batch_sizes, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, "
       "Tensor b_ih, Tensor b_hh, Tensor? w_hr, bool reverse) "
-      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   m.def(
       "lstm_packed_backward(Tensor grad_y, Tensor grad_hn, Tensor grad_cn, Tensor x, "
       "Tensor batch_sizes, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor? w_hr, "
-      "bool reverse, Tensor y, Tensor gates, Tensor cs, Tensor r) "
+      "bool reverse, Tensor gates, Tensor cs, Tensor r, Tensor h_prev) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
 }

@@ -247,11 +247,28 @@ def _(x, batch_sizes, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse):
         x.new_empty(rows, 4 * hidden),
         x.new_empty(rows, hidden, dtype=_compute_dtype(x)),
         x.new_empty(rows if w_hr is not None else 0, hidden),
+        x.new_empty(rows, out),
     )
 
 
 @torch.library.register_fake("custom_ops::lstm_packed_backward")
-def _(grad_y, grad_hn, grad_cn, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, reverse, y, gates, cs, r):
+def _(
+    grad_y,
+    grad_hn,
+    grad_cn,
+    x,
+    batch_sizes,
+    h0,
+    c0,
+    w_ih,
+    w_hh,
+    w_hr,
+    reverse,
+    gates,
+    cs,
+    r,
+    h_prev,
+):
     return (
         x.new_empty(x.shape),
         h0.new_empty(h0.shape),
@@ -265,17 +282,17 @@ def _(grad_y, grad_hn, grad_cn, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, revers
 
 def _lstm_packed_setup_context(ctx, inputs, output) -> None:
     x, batch_sizes, h0, c0, w_ih, w_hh, _, _, w_hr, reverse = inputs
-    y, _, _, gates, cs, r = output
+    _, _, _, gates, cs, r, h_prev = output
     ctx.reverse = reverse
-    ctx.save_for_backward(x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, y, gates, cs, r)
-    ctx.mark_non_differentiable(gates, cs, r)  # returned for the backward only
+    ctx.save_for_backward(x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, gates, cs, r, h_prev)
+    ctx.mark_non_differentiable(gates, cs, r, h_prev)  # returned for the backward only
 
 
-def _lstm_packed_backward(ctx, grad_y, grad_hn, grad_cn, _grad_gates, _grad_cs, _grad_r):
-    x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, y, gates, cs, r = ctx.saved_tensors
+def _lstm_packed_backward(ctx, grad_y, grad_hn, grad_cn, *_grads_of_saved):
+    x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, gates, cs, r, h_prev = ctx.saved_tensors
     grads = ops.lstm_packed_backward.default(
         grad_y, grad_hn, grad_cn, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, ctx.reverse,
-        y, gates, cs, r,
+        gates, cs, r, h_prev,
     )  # fmt: skip
     grad_x, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias, grad_w_hr = grads
     kept = (grad_x, None, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias, grad_bias,

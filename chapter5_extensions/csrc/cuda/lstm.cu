@@ -263,17 +263,21 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
 
 // ---- lstm_packed: a packed batch, either direction, optionally projected (csrc/lstm.h) ----------
 // csrc/lstm.cpp's lstm_packed_cpu, with the products on cuBLAS and a fused kernel per step. Step t
-// works on its batch_sizes[t] rows only, so no thread and no product touches padding. h_state and
-// c_state hold every sequence's h and c; a step reads and writes their first rows.
+// works on its batch_sizes[t] rows only, so no thread and no product touches padding. A step's h
+// is read where it already is: the step before's rows of y, and h0 for rows that begin here (in
+// reverse); c_state holds every sequence's c. Per step, 2 calls forward (3 with a projection) and
+// 2 backward (4): nothing is copied inside the loop.
 
 // One step forward on `rows` rows: as lstm_step_forward_kernel, but c is read from and written
-// back to c_state (and saved), and o * tanh(c) goes to `out` (y, or r when projected) and, when
-// h_state is not null, to h_state, which the next step's product reads.
+// back to c_state (and saved), o * tanh(c) goes to `out` (y, or r when projected), and the h the
+// step started from (h_continuing for the first `continuing` rows, h0 for the others) is saved to
+// h_prev for the backward's weight gradient: one more read and write, no launch of its own.
 template <typename scalar_t, typename acc_t>
 __global__ void lstm_packed_step_forward_kernel(
     scalar_t* __restrict__ gates, const acc_t* __restrict__ bias, acc_t* __restrict__ c_state,
-    acc_t* __restrict__ c_saved, scalar_t* __restrict__ out, scalar_t* __restrict__ h_state,
-    int64_t rows, int64_t hidden) {
+    acc_t* __restrict__ c_saved, scalar_t* __restrict__ out,
+    const scalar_t* __restrict__ h_continuing, int64_t continuing, const scalar_t* __restrict__ h0,
+    scalar_t* __restrict__ h_prev, int64_t out_features, int64_t rows, int64_t hidden) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        idx < rows * hidden; idx += stride) {
@@ -290,9 +294,10 @@ __global__ void lstm_packed_step_forward_kernel(
     row[3 * hidden + j] = static_cast<scalar_t>(o);
     c_state[idx] = c;
     c_saved[idx] = c;
-    const scalar_t h = static_cast<scalar_t>(o * tanh(c));
-    out[idx] = h;
-    if (h_state != nullptr) h_state[idx] = h;
+    out[idx] = static_cast<scalar_t>(o * tanh(c));
+    if (idx < rows * out_features) {  // h has out_features <= hidden per row
+      h_prev[idx] = idx / out_features < continuing ? h_continuing[idx] : h0[idx];
+    }
   }
 }
 
@@ -358,15 +363,17 @@ LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_s
   const c10::cuda::CUDAGuard guard(x_in.device());
   const int64_t N = s.rows, I = s.input, H = s.hidden, P = s.out;
   const bool projected = w_hr_in.has_value();
-  const at::Tensor x = x_in.contiguous(), w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
+  const at::Tensor x = x_in.contiguous(), h0 = h0_in.contiguous();
+  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
   const at::Tensor w_hr = projected ? w_hr_in->contiguous() : at::Tensor();
   const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
   at::Tensor gates = at::empty({N, 4 * H}, x.options());
   at::Tensor cs = at::empty({N, H}, x.options().dtype(acc));
   at::Tensor r = at::empty({projected ? N : 0, H}, x.options());
   at::Tensor y = at::empty({N, P}, x.options());
-  at::Tensor h_state = fresh(h0_in, dtype), c_state = fresh(c0, acc);
-  if (N == 0) return {y, h_state, fresh(c0, dtype), gates, cs, r};
+  at::Tensor h_prev = at::empty({N, P}, x.options());
+  at::Tensor h_n = fresh(h0, dtype), c_state = fresh(c0, acc);
+  if (N == 0) return {y, h_n, fresh(c0, dtype), gates, cs, r, h_prev};
   const at::Tensor bias = b_ih.to(acc) + b_hh.to(acc);
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_packed", [&] {
@@ -376,31 +383,45 @@ LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_s
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const Blas blas = blas_for(dtype);
     scalar_t* g = gates.mutable_data_ptr<scalar_t>();
-    scalar_t* h = h_state.mutable_data_ptr<scalar_t>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
+    const scalar_t* h0_ptr = h0.const_data_ptr<scalar_t>();
+    const scalar_t* w_hh_ptr = w_hh.const_data_ptr<scalar_t>();
     // 1. gates = x W_ih^T for every row of every step: one (N, I) x (I, 4H) product.
     gemm(blas, false, true, N, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
          w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
     for (int64_t k = 0; k < s.steps; ++k) {
       const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
       if (n == 0) continue;  // an empty batch: no rows, and a launch of no blocks is an error
-      // 2. This step's rows: gates += h W_hh^T, then the pointwise part, then the projection.
-      gemm(blas, false, true, n, 4 * H, P, h, P, w_hh.const_data_ptr<scalar_t>(), P, 1.0,
+      // 2. This step's rows: gates += h W_hh^T, h being the step before's y for the rows that
+      // continue and h0 for those that begin here; then the pointwise part, then the projection.
+      const PreviousRows prev = previous_rows(s, k, reverse);
+      const scalar_t* h_continuing = out + prev.offset * P;
+      gemm(blas, false, true, prev.count, 4 * H, P, h_continuing, P, w_hh_ptr, P, 1.0,
            g + o * 4 * H, 4 * H, dtype, dtype);
+      gemm(blas, false, true, n - prev.count, 4 * H, P, h0_ptr + prev.count * P, P, w_hh_ptr, P,
+           1.0, g + (o + prev.count) * 4 * H, 4 * H, dtype, dtype);
       kernel<<<grid, kThreads, 0, stream>>>(
           g + o * 4 * H, bias.const_data_ptr<acc_t>(), c_state.mutable_data_ptr<acc_t>(),
           cs.mutable_data_ptr<acc_t>() + o * H,
-          projected ? r.mutable_data_ptr<scalar_t>() + o * H : out + o * P, projected ? nullptr : h,
-          n, H);
+          projected ? r.mutable_data_ptr<scalar_t>() + o * H : out + o * P, h_continuing,
+          prev.count, h0_ptr, h_prev.mutable_data_ptr<scalar_t>() + o * P, P, n, H);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       if (projected) {  // y_t = r_t W_hr^T, which the next step reads as its h
         gemm(blas, false, true, n, P, H, r.const_data_ptr<scalar_t>() + o * H, H,
              w_hr.const_data_ptr<scalar_t>(), H, 0.0, out + o * P, P, dtype, dtype);
-        copy_async(h, out + o * P, n * P, stream);
       }
     }
+    // h_n: each sequence's h after its last step, the rows of y where it leaves the batch (forward
+    // at its length; in reverse every sequence ends at step 0, so the last step holds them all).
+    for (int64_t k = 0; k < s.steps; ++k) {
+      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t];
+      const int64_t staying =
+          k + 1 < s.steps ? std::min(s.batch_sizes[s.step(k + 1, reverse)], n) : 0;
+      copy_async(h_n.mutable_data_ptr<scalar_t>() + staying * P, out + (s.offsets[t] + staying) * P,
+                 (n - staying) * P, stream);
+    }
   });
-  return {y, h_state, c_state.to(dtype), gates, cs, r};
+  return {y, h_n, c_state.to(dtype), gates, cs, r, h_prev};
 }
 
 LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad_hn,
@@ -409,22 +430,22 @@ LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at:
                                           const at::Tensor& c0, const at::Tensor& w_ih_in,
                                           const at::Tensor& w_hh_in,
                                           const std::optional<at::Tensor>& w_hr_in, bool reverse,
-                                          const at::Tensor& y_in, const at::Tensor& gates_in,
-                                          const at::Tensor& cs_in, const at::Tensor& r_in) {
+                                          const at::Tensor& gates_in, const at::Tensor& cs_in,
+                                          const at::Tensor& r_in, const at::Tensor& h_prev_in) {
   const char* op = "lstm_packed_backward";
   const LstmPackedSizes s =
       check_lstm_packed_inputs(x_in, batch_sizes, h0_in, c0, w_ih_in, w_hh_in, w_hr_in, op);
   const bool projected = w_hr_in.has_value();
-  check_lstm_packed_saved(s, x_in, grad_y_in, grad_hn, grad_cn, y_in, gates_in, cs_in, r_in,
+  check_lstm_packed_saved(s, x_in, grad_y_in, grad_hn, grad_cn, gates_in, cs_in, r_in, h_prev_in,
                           projected, op);
   check_cuda(x_in, op, "x");
   const c10::cuda::CUDAGuard guard(x_in.device());
   const int64_t N = s.rows, I = s.input, H = s.hidden, P = s.out;
-  const at::Tensor grad_y = grad_y_in.contiguous(), x = x_in.contiguous(), h0 = h0_in.contiguous();
+  const at::Tensor grad_y = grad_y_in.contiguous(), x = x_in.contiguous();
   const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
   const at::Tensor w_hr = projected ? w_hr_in->contiguous() : at::Tensor();
-  const at::Tensor y = y_in.contiguous(), gates = gates_in.contiguous(), cs = cs_in.contiguous();
-  const at::Tensor r = r_in.contiguous();
+  const at::Tensor gates = gates_in.contiguous(), cs = cs_in.contiguous();
+  const at::Tensor r = r_in.contiguous(), h_prev = h_prev_in.contiguous();
   const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
   const auto acc_options = x.options().dtype(acc);
   // dh_state and dc_state: the gradient reaching each sequence's current h and c, as the loop
@@ -446,7 +467,6 @@ LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at:
             grad_w_hr.to(dtype)};
   }
   const at::Tensor c0_acc = c0.to(acc).contiguous();
-  at::Tensor h_prev = at::empty({N, P}, x.options());  // each row's h before its step
   at::Tensor dh_all = at::empty({projected ? N : 0, P}, x.options());  // each step's dh (for dW_hr)
   at::Tensor dr = at::empty({projected ? s.batch : 0, H}, acc_options);
 
@@ -460,16 +480,10 @@ LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at:
     const scalar_t* g = gates.const_data_ptr<scalar_t>();
     scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
     acc_t* dh = dh_state.mutable_data_ptr<acc_t>();
-    scalar_t* hp = h_prev.mutable_data_ptr<scalar_t>();
     for (int64_t k = s.steps - 1; k >= 0; --k) {
       const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
       if (n == 0) continue;
       const PreviousRows prev = previous_rows(s, k, reverse);
-      // The h each row started this step from: the step before's y, or h0 for rows that begin.
-      copy_async(hp + o * P, y.const_data_ptr<scalar_t>() + prev.offset * P, prev.count * P,
-                 stream);
-      copy_async(hp + (o + prev.count) * P, h0.const_data_ptr<scalar_t>() + prev.count * P,
-                 (n - prev.count) * P, stream);
       const scalar_t* grad_y_t = grad_y.const_data_ptr<scalar_t>() + o * P;
       const acc_t* dh_t = dh;
       if (projected) {  // the gradient reaching r: (grad_y + dh) W_hr
@@ -495,8 +509,8 @@ LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at:
          grad_x.mutable_data_ptr<scalar_t>(), I, dtype, dtype);
     gemm(blas, true, false, 4 * H, I, N, dg, 4 * H, x.const_data_ptr<scalar_t>(), I, 0.0,
          grad_w_ih.mutable_data_ptr<acc_t>(), I, dtype, acc);
-    gemm(blas, true, false, 4 * H, P, N, dg, 4 * H, hp, P, 0.0, grad_w_hh.mutable_data_ptr<acc_t>(),
-         P, dtype, acc);
+    gemm(blas, true, false, 4 * H, P, N, dg, 4 * H, h_prev.const_data_ptr<scalar_t>(), P, 0.0,
+         grad_w_hh.mutable_data_ptr<acc_t>(), P, dtype, acc);
     if (projected) {
       gemm(blas, true, false, P, H, N, dh_all.const_data_ptr<scalar_t>(), P,
            r.const_data_ptr<scalar_t>(), H, 0.0, grad_w_hr.mutable_data_ptr<acc_t>(), H, dtype,
