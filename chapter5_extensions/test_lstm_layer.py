@@ -656,6 +656,48 @@ def test_forward_can_be_captured_in_a_cuda_graph(path, generator, monkeypatch):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("packing", ["tensor", "unsorted"])
+@pytest.mark.parametrize("proj_size", [0, 3], ids=["plain", "projected"])
+def test_directions_on_two_streams_give_what_one_stream_gives(packing, proj_size, generator):
+    """The second direction on a side stream: the same outputs and gradients as one after the
+    other, so the streams are joined where they must be, forward and backward."""
+    torch.manual_seed(0)
+    lstm = custom_ops.LSTM(4, 6, num_layers=2, bidirectional=True, proj_size=proj_size).cuda()
+    x = random((10, 4, 4), generator, "cuda", torch.float32)
+    lengths = LENGTHS.get(packing)
+    results = []
+    for concurrent in (True, False):
+        lstm.concurrent_directions = concurrent
+        lstm.zero_grad()
+        results.append(run_drop_in(lstm, x, None, lengths, batch_first=False))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.cuda
+def test_a_bidirectional_model_can_be_captured_in_a_cuda_graph(generator):
+    """While a graph is captured the two directions run on the capturing stream, one after the
+    other; the replay gives what an eager call gives."""
+    torch.manual_seed(0)
+    lstm = custom_ops.LSTM(16, 32, bidirectional=True).cuda()
+    static = random((8, 4, 16), generator, "cuda", torch.float32)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.no_grad():
+        lstm(static)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        y, (h, c) = lstm(static)
+    new = random((8, 4, 16), torch.Generator().manual_seed(1), "cuda", torch.float32)
+    static.copy_(new)
+    graph.replay()
+    with torch.no_grad():
+        y_eager, (h_eager, c_eager) = lstm(new)
+    torch.testing.assert_close((y, h, c), (y_eager, h_eager, c_eager), rtol=0, atol=0)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 def test_lstm_packed_can_be_captured_in_a_cuda_graph(reverse):
     """The packed op's forward and backward record into a CUDA graph: batch_sizes is read on

@@ -33,6 +33,7 @@ CASES = [
     ("packed, lengths T/8..T", 64, 64, 512, dict(), True),
     ("packed, bidirectional", 64, 64, 512, dict(bidirectional=True), True),
     ("bidirectional, small batch", 128, 8, 256, dict(bidirectional=True), False),
+    ("bidirectional, large batch", 64, 256, 1024, dict(bidirectional=True), False),
 ]
 DTYPES = [torch.float32, torch.bfloat16]
 DTYPE_NAMES = [str(d).removeprefix("torch.") for d in DTYPES]
@@ -77,6 +78,11 @@ def rows(timer, cases, dtypes) -> list[dict]:
             ours.load_state_dict(cudnn.state_dict())
             x, batch_input = inputs(steps, batch, hidden, dtype, packed)
             fns = {"ours": fwd_bwd(ours, x, batch_input), "cuDNN": fwd_bwd(cudnn, x, batch_input)}
+            if ours.bidirectional:  # and ours with the directions one after the other
+                serial = custom_ops.LSTM(hidden, hidden, **options).to("cuda", dtype)
+                serial.load_state_dict(cudnn.state_dict())
+                serial.concurrent_directions = False
+                fns["ours, one stream"] = fwd_bwd(serial, x, batch_input)
             m = timer.measure_in_turns(fns, rounds=3, runs=10, loop=10)
             row = {
                 "case": name,
@@ -84,9 +90,16 @@ def rows(timer, cases, dtypes) -> list[dict]:
                 "B": batch,
                 "H": hidden,
                 "dtype": str(dtype).removeprefix("torch."),
-                **{f"{k}_{impl}": m[impl][k] for impl in fns for k in ("loop_ms", "gpu_ms")},
+                **{
+                    f"{k}_{impl}": m[impl][k]
+                    for impl in ("ours", "cuDNN")
+                    for k in ("loop_ms", "gpu_ms")
+                },
             }
             row["ratio"] = row["loop_ms_ours"] / row["loop_ms_cuDNN"]
+            if "ours, one stream" in fns:
+                row["one_stream_ms"] = m["ours, one stream"]["loop_ms"]
+                row["one_stream_gpu_ms"] = m["ours, one stream"]["gpu_ms"]
             out.append(row)
             print(
                 f"  {name:30s} {row['dtype']:8s} ours {row['loop_ms_ours']:8.3f} ms  cuDNN "
@@ -104,18 +117,26 @@ def to_markdown(result: dict) -> str:
         f"`{result['command']}`, {result['date']}, torch {result['torch']}, cuDNN "
         f"{result['cudnn']}. One layer, input size = H, forward and backward (the gradients of x "
         "and every parameter), back to back: 10 calls in a row between CUDA events, the median "
-        "of 5 such loops, per call; the two implementations take turns 3 times and each keeps "
+        "of 5 such loops, per call; the implementations take turns 3 times and each keeps "
         "its median. GPU ms: one call with a cold L2 and the host's launches hidden. Ratio "
-        "< 1: ours is faster. float32 runs with each library's default, TF32 for cuDNN's RNN.",
+        "< 1: ours is faster. float32 runs with each library's default, TF32 for cuDNN's RNN. "
+        "Ours runs a layer's second direction on a side stream; the last column times it with "
+        "both directions on one stream (concurrent_directions=False).",
         "",
-        "| case | T, B, H | dtype | ours ms | cuDNN ms | ours / cuDNN | GPU ms ours / cuDNN |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        "| case | T, B, H | dtype | ours ms | cuDNN ms | ours / cuDNN | GPU ms ours / cuDNN | "
+        "ours, directions on one stream: ms, GPU ms |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in result["rows"]:
+        one_stream = (
+            f"{r['one_stream_ms']:.3f}, {r['one_stream_gpu_ms']:.3f}"
+            if "one_stream_ms" in r
+            else ""
+        )
         lines.append(
             f"| {r['case']} | {r['T']}, {r['B']}, {r['H']} | {r['dtype']} | "
             f"{r['loop_ms_ours']:.3f} | {r['loop_ms_cuDNN']:.3f} | {r['ratio']:.2f} | "
-            f"{r['gpu_ms_ours']:.3f} / {r['gpu_ms_cuDNN']:.3f} |"
+            f"{r['gpu_ms_ours']:.3f} / {r['gpu_ms_cuDNN']:.3f} | {one_stream} |"
         )
     # The ratios alone, a row per case and a column per dtype: the lesson's table.
     lines += ["", "| case | T, B, H | ours / cuDNN, float32 | ours / cuDNN, bfloat16 |",

@@ -61,9 +61,16 @@ class LSTM(torch.nn.Module):
     direction on the input flipped in time); a PackedSequence or a projection runs
     custom_ops.lstm_packed, whose every step computes on the sequences still running only.
 
+    On CUDA the two directions of a layer are independent recurrences, and the second runs on a
+    stream of its own so that the GPU can overlap them (`concurrent_directions`, True by
+    default); under torch.compile and while a CUDA graph is being captured they run one after
+    the other.
+
     A plain Module, not a subclass of torch.nn.LSTM: torch.compile refuses every subclass of
     nn.RNNBase ("Dynamo does not support RNN, GRU, or LSTM"), and this one compiles with
     fullgraph=True."""
+
+    concurrent_directions: bool = True
 
     def __init__(
         self,
@@ -142,6 +149,55 @@ class LSTM(torch.nn.Module):
                 s += f", {name}={getattr(self, name)}"
         return s
 
+    def _direction(self, x, batch_sizes, h0, c0, layer: int, direction: int):
+        """One direction of one layer: (y, h_n, c_n). batch_sizes is None for a padded batch
+        without projection, which the layer op runs; otherwise x is packed rows."""
+        suffix = f"_l{layer}" + ("_reverse" if direction else "")
+        w_ih, w_hh = getattr(self, "weight_ih" + suffix), getattr(self, "weight_hh" + suffix)
+        if self.bias:
+            b_ih, b_hh = getattr(self, "bias_ih" + suffix), getattr(self, "bias_hh" + suffix)
+        else:  # the ops always add biases: zeros, which get no gradient
+            b_ih = b_hh = x.new_zeros(4 * self.hidden_size)
+        if batch_sizes is not None:
+            w_hr = getattr(self, "weight_hr" + suffix) if self.proj_size else None
+            return ops.lstm_packed(
+                x, batch_sizes, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse=direction == 1
+            )
+        if direction == 0:
+            return ops.lstm(x, h0, c0, w_ih, w_hh, b_ih, b_hh)
+        # each sequence read from its end: the same layer on x flipped in time
+        y, h, c = ops.lstm(x.flip(0), h0, c0, w_ih, w_hh, b_ih, b_hh)
+        return y.flip(0), h, c
+
+    def _both_directions(self, x, batch_sizes, h0, c0, layer: int):
+        """Both directions of a layer; on CUDA the second on a side stream, which the caller's
+        stream waits for before it goes on (autograd runs each backward on its forward's
+        stream)."""
+        forward, reverse = (2 * layer, 0), (2 * layer + 1, 1)  # (state index, direction)
+        serial = (
+            not self.concurrent_directions
+            or not x.is_cuda
+            or torch.compiler.is_compiling()
+            or torch.cuda.is_current_stream_capturing()
+        )
+        if serial:
+            return [
+                self._direction(x, batch_sizes, h0[k], c0[k], layer, d)
+                for k, d in (forward, reverse)
+            ]
+        main = torch.cuda.current_stream(x.device)
+        side = _side_stream(x.device)
+        side.wait_stream(main)  # the inputs are ready
+        with torch.cuda.stream(side):
+            k, d = reverse
+            second = self._direction(x, batch_sizes, h0[k], c0[k], layer, d)
+        k, d = forward
+        first = self._direction(x, batch_sizes, h0[k], c0[k], layer, d)
+        main.wait_stream(side)
+        for t in second:  # made on the side stream, used on the main one: free only after it
+            t.record_stream(main)
+        return [first, second]
+
     def _check_state(self, name: str, state: Tensor, batch: int, size: int) -> None:
         shape = (self.num_layers * (2 if self.bidirectional else 1), batch, size)
         if tuple(state.shape) != shape:
@@ -177,38 +233,18 @@ class LSTM(torch.nn.Module):
             steps = x.shape[0]
             x = x.reshape(steps * batch, x.shape[2])
             batch_sizes = torch.full((steps,), batch, dtype=torch.int64)
+        elif not packed:
+            batch_sizes = None  # a padded batch without projection: the layer op
         h_n, c_n = [], []
         for layer in range(self.num_layers):
-            ys = []
-            for direction in range(directions):
-                k = layer * directions + direction
-                suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                w_ih, w_hh = (
-                    getattr(self, "weight_ih" + suffix),
-                    getattr(self, "weight_hh" + suffix),
-                )
-                w_hr = getattr(self, "weight_hr" + suffix) if self.proj_size else None
-                if self.bias:
-                    b_ih, b_hh = (
-                        getattr(self, "bias_ih" + suffix),
-                        getattr(self, "bias_hh" + suffix),
-                    )
-                else:  # the ops always add biases: zeros, which get no gradient
-                    b_ih = b_hh = x.new_zeros(4 * self.hidden_size)
-                if packed or self.proj_size:
-                    y, h, c = ops.lstm_packed(
-                        x, batch_sizes, h0[k], c0[k], w_ih, w_hh, b_ih, b_hh, w_hr,
-                        reverse=direction == 1,
-                    )  # fmt: skip
-                elif direction == 0:
-                    y, h, c = ops.lstm(x, h0[k], c0[k], w_ih, w_hh, b_ih, b_hh)
-                else:  # each sequence read from its end: the same layer on x flipped in time
-                    y, h, c = ops.lstm(x.flip(0), h0[k], c0[k], w_ih, w_hh, b_ih, b_hh)
-                    y = y.flip(0)
-                ys.append(y)
+            if directions == 1:
+                outs = [self._direction(x, batch_sizes, h0[layer], c0[layer], layer, 0)]
+            else:
+                outs = self._both_directions(x, batch_sizes, h0, c0, layer)
+            for _, h, c in outs:
                 h_n.append(h)
                 c_n.append(c)
-            x = ys[0] if directions == 1 else torch.cat(ys, dim=-1)
+            x = outs[0][0] if directions == 1 else torch.cat([y for y, _, _ in outs], dim=-1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = torch.nn.functional.dropout(x, self.dropout, training=True)
         h_n, c_n = torch.stack(h_n), torch.stack(c_n)
@@ -225,6 +261,17 @@ class LSTM(torch.nn.Module):
         if unbatched:
             return y.squeeze(1), (h_n.squeeze(1), c_n.squeeze(1))
         return y, (h_n, c_n)
+
+
+_SIDE_STREAMS: dict[int, torch.cuda.Stream] = {}
+
+
+def _side_stream(device: torch.device) -> torch.cuda.Stream:
+    """One side stream per GPU, made once: a new stream per call would cost a driver call."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _SIDE_STREAMS:
+        _SIDE_STREAMS[index] = torch.cuda.Stream(device=index)
+    return _SIDE_STREAMS[index]
 
 
 class ConvRNN(torch.nn.Module):
