@@ -483,7 +483,8 @@ def test_lstm_packed_opcheck_of_the_backward(device, projected):
     args = packed_inputs(device, projected=projected)
     x, batch_sizes, h0, c0, w_ih, w_hh, _, _, w_hr = args
     y, h, c, *saved = torch.ops.custom_ops.lstm_packed.default(*args, True)
-    grads = (torch.randn_like(y), torch.randn_like(h), torch.randn_like(c))
+    g = torch.Generator().manual_seed(1)
+    grads = tuple(random(t.shape, g, device) for t in (y, h, c))
     opcheck(
         torch.ops.custom_ops.lstm_packed_backward.default,
         (*grads, x, batch_sizes, h0, c0, w_ih, w_hh, w_hr, True, *saved),
@@ -524,8 +525,13 @@ def bad_packed_calls():
         ),
         (
             call(h0=lambda d: torch.zeros(3, 5, device=d, dtype=torch.float64)),
-            r"w_hh must have shape \[20, 3\]|h0 must have shape \[batch, 3\]",
+            r"h0 must have shape \[batch, 3\], got \[3, 5\]",
             "h0-of-hidden-size",
+        ),
+        (
+            call(w_hr=lambda d: torch.zeros(5, 5, device=d, dtype=torch.float64)),
+            r"proj_size \(w_hr's rows\) must be between 1 and hidden - 1 = 4, got 5",
+            "proj-size-not-below-hidden",
         ),
         (
             call(c0=lambda d: torch.zeros(3, 3, device=d, dtype=torch.float64)),

@@ -1,6 +1,8 @@
 // lstm.cpp: custom_ops::lstm, a whole LSTM layer over a sequence, and its backward through time,
-// on the CPU. The time loop runs here in C++, never in Python. CUDA: csrc/cuda/lstm.cu, the same
-// algorithm with cuBLAS called directly and one fused kernel per step.
+// on the CPU; then custom_ops::lstm_packed, the same over a packed batch, in either direction and
+// with an optional projection (at the end of the file). The time loops run here in C++, never in
+// Python. CUDA: csrc/cuda/lstm.cu, the same algorithms with cuBLAS called directly and one fused
+// kernel per step.
 //
 // The algorithm, the same on both devices:
 //   forward   1. the input projection of all T steps as ONE product: (T*B, I) x (I, 4H)
@@ -138,24 +140,24 @@ LstmPackedOut lstm_packed_cpu(const at::Tensor& x_in, const at::Tensor& batch_si
   at::Tensor h = h0.to(acc, /*non_blocking=*/false, /*copy=*/true);
   at::Tensor c = c0.to(acc, /*non_blocking=*/false, /*copy=*/true);
   for (int64_t k = 0; k < s.steps; ++k) {
-    const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
-    h_prev.narrow(0, o, n).copy_(h.narrow(0, 0, n));
-    at::Tensor g = gates.narrow(0, o, n);
+    const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], first = s.offsets[t];
+    h_prev.narrow(0, first, n).copy_(h.narrow(0, 0, n));
+    at::Tensor g = gates.narrow(0, first, n);
     g.addmm_(h.narrow(0, 0, n), w_hh_t);
     g.narrow(1, 0, 2 * H).sigmoid_();  // i and f
     g.narrow(1, 2 * H, H).tanh_();     // g
     g.narrow(1, 3 * H, H).sigmoid_();  // o
-    at::Tensor c_t = cs.narrow(0, o, n);
+    at::Tensor c_t = cs.narrow(0, first, n);
     at::mul_out(c_t, g.narrow(1, H, H), c.narrow(0, 0, n))
         .addcmul_(g.narrow(1, 0, H), g.narrow(1, 2 * H, H));
     c.narrow(0, 0, n).copy_(c_t);
     at::Tensor h_t = g.narrow(1, 3 * H, H) * at::tanh(c_t);
     if (w_hr) {  // r rounded to x's dtype, as CUDA's product reads it
-      r.narrow(0, o, n).copy_(h_t);
-      h_t = at::mm(r.narrow(0, o, n).to(acc), w_hr->to(acc).t());
+      r.narrow(0, first, n).copy_(h_t);
+      h_t = at::mm(r.narrow(0, first, n).to(acc), w_hr->to(acc).t());
     }
-    y.narrow(0, o, n).copy_(h_t);
-    h.narrow(0, 0, n).copy_(y.narrow(0, o, n));  // as rounded to x's dtype, as on CUDA
+    y.narrow(0, first, n).copy_(h_t);
+    h.narrow(0, 0, n).copy_(y.narrow(0, first, n));  // as rounded to x's dtype, as on CUDA
   }
   return {y, fresh(h, dtype), fresh(c, dtype), gates.to(dtype), cs, r, h_prev};
 }
@@ -182,22 +184,22 @@ LstmPackedGrads lstm_packed_backward_cpu(const at::Tensor& grad_y, const at::Ten
   // dh and dc: the gradient reaching each sequence's current h and c, as the loop walks back.
   at::Tensor dh = grad_hn.to(acc, false, true), dc = grad_cn.to(acc, false, true);
   for (int64_t k = s.steps - 1; k >= 0; --k) {
-    const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
+    const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], first = s.offsets[t];
     const PreviousRows prev = previous_rows(s, k, reverse);
     // c before this step: the previous step's rows, then c0 for the rows that begin here.
     const at::Tensor c_prev = at::cat(
         {cs.narrow(0, prev.offset, prev.count), c0_a.narrow(0, prev.count, n - prev.count)});
-    at::Tensor dh_t = grad_y.narrow(0, o, n).to(acc) + dh.narrow(0, 0, n);
+    at::Tensor dh_t = grad_y.narrow(0, first, n).to(acc) + dh.narrow(0, 0, n);
     if (w_hr) {
-      dh_all.narrow(0, o, n).copy_(dh_t);
+      dh_all.narrow(0, first, n).copy_(dh_t);
       dh_t = at::mm(dh_t, w_hr->to(acc));  // the gradient reaching r = o * tanh(c)
     }
-    const at::Tensor g = gates.narrow(0, o, n).to(acc);
+    const at::Tensor g = gates.narrow(0, first, n).to(acc);
     const at::Tensor i = g.narrow(1, 0, H), f = g.narrow(1, H, H);
     const at::Tensor cand = g.narrow(1, 2 * H, H), o_gate = g.narrow(1, 3 * H, H);
-    const at::Tensor tc = at::tanh(cs.narrow(0, o, n));
+    const at::Tensor tc = at::tanh(cs.narrow(0, first, n));
     const at::Tensor dc_t = dc.narrow(0, 0, n) + dh_t * o_gate * (1 - tc * tc);
-    at::Tensor dg = dgates.narrow(0, o, n);
+    at::Tensor dg = dgates.narrow(0, first, n);
     dg.narrow(1, 0, H).copy_(dc_t * cand * i * (1 - i));
     dg.narrow(1, H, H).copy_(dc_t * c_prev * f * (1 - f));
     dg.narrow(1, 2 * H, H).copy_(dc_t * i * (1 - cand * cand));

@@ -1,5 +1,6 @@
 // lstm.h: what the CPU (csrc/lstm.cpp) and CUDA (csrc/cuda/lstm.cu) versions of custom_ops::lstm
-// share: the input checks, run before any work on either device, and the names of the sizes.
+// and custom_ops::lstm_packed (its section at the end) share: the input checks, run before any
+// work on either device, and the names of the sizes.
 //
 // One layer, one direction, time-major: x (T, B, I), h0 and c0 (B, H), w_ih (4H, I), w_hh (4H, H),
 // b_ih and b_hh (4H,), the gates in torch.nn.LSTM's order i, f, g, o. The forward returns
@@ -167,8 +168,12 @@ inline LstmPackedSizes check_lstm_packed_inputs(const at::Tensor& x, const at::T
                     {}};
   if (w_hr.has_value()) {
     check_like(x, *w_hr, op, "x", "w_hr");
-    TORCH_CHECK(w_hr->dim() == 2 && w_hr->size(1) == s.hidden && w_hr->size(0) > 0, op,
+    TORCH_CHECK(w_hr->dim() == 2 && w_hr->size(1) == s.hidden, op,
                 ": w_hr must have shape [proj_size, ", s.hidden, "], got ", w_hr->sizes());
+    // nn.LSTM's rule, and the kernels': h has fewer features than c.
+    TORCH_CHECK(w_hr->size(0) > 0 && w_hr->size(0) < s.hidden, op,
+                ": proj_size (w_hr's rows) must be between 1 and hidden - 1 = ", s.hidden - 1,
+                ", got ", w_hr->size(0));
     s.out = w_hr->size(0);
   }
   TORCH_CHECK(w_ih.size(1) == s.input, op, ": x has ", s.input, " features but w_ih expects ",
@@ -187,7 +192,7 @@ inline LstmPackedSizes check_lstm_packed_inputs(const at::Tensor& x, const at::T
       TORCH_CHECK(b[0] == s.batch, op, ": batch_sizes[0] must equal the batch size of h0 (",
                   s.batch, "), got ", b[0]);
     } else {
-      // Zero only for an empty batch (B = 0, a padded tensor); a PackedSequence has none.
+      // Sizes of 0 are let through for an empty batch (B = 0); a PackedSequence has none.
       TORCH_CHECK(b[t] >= 0 && b[t] <= b[t - 1], op,
                   ": batch_sizes must never grow (the sequences sorted longest first, as "
                   "pack_padded_sequence sorts them), got batch_sizes[",

@@ -256,7 +256,7 @@ class LSTM(torch.nn.Module):
                 )
             return PackedSequence(x, batch_sizes, sorted_indices, unsorted_indices), (h_n, c_n)
         if self.proj_size:
-            x = x.view(-1, batch, out * directions)
+            x = x.view(steps, batch, out * directions)
         y = x.transpose(0, 1) if self.batch_first and not unbatched else x
         if unbatched:
             return y.squeeze(1), (h_n.squeeze(1), c_n.squeeze(1))

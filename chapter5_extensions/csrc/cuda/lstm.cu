@@ -1,8 +1,9 @@
-// lstm.cu: custom_ops::lstm and its backward for CUDA tensors: csrc/lstm.cpp's algorithm with the
-// products as direct cuBLAS calls and the pointwise part of each step as one fused kernel. Per
-// time step the host issues two calls (a GEMM and a kernel) and nothing else: no tensor is
-// created and no ATen op is dispatched inside the loop. At small batch lstm_persistent.cu replaces
-// each loop with one launch.
+// lstm.cu: custom_ops::lstm, custom_ops::lstm_packed and their backwards for CUDA tensors:
+// csrc/lstm.cpp's algorithms with the products as direct cuBLAS calls and the pointwise part of
+// each step as one fused kernel. Per time step the host issues a GEMM and a kernel (a few more
+// calls for a projection, or where sequences begin or end) and nothing else: no tensor is created
+// and no ATen op is dispatched inside the loop. At small batch lstm_persistent.cu replaces each of
+// lstm's loops with one launch.
 
 // Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
 // define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
@@ -59,10 +60,10 @@ Blas blas_for(at::ScalarType dtype) {
 // exactly as it lies in memory.
 void gemm(const Blas& blas, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
-          at::ScalarType ab, at::ScalarType c_type) {
+          at::ScalarType ab, at::ScalarType c_type, const char* op = "lstm") {
   if (m == 0 || n == 0) return;
   for (const int64_t v : {m, n, k, lda, ldb, ldc}) {
-    TORCH_CHECK(v <= INT_MAX, "lstm: a matrix dimension of ", v, " is beyond cuBLAS's int API");
+    TORCH_CHECK(v <= INT_MAX, op, ": a matrix dimension of ", v, " is beyond cuBLAS's int API");
   }
   const double alpha = 1.0;
   const float alpha_f = 1.0f, beta_f = static_cast<float>(beta);
@@ -83,6 +84,43 @@ __device__ __forceinline__ acc_t sigmoid(acc_t v) {
   return acc_t(1) / (acc_t(1) + exp(-v));
 }
 
+// What every step kernel, forward or back, does for one unit j of one row: `row` is that row's 4H
+// gates, in nn.LSTM's order i, f, g, o.
+
+// Forward: adds the bias to the pre-activations, activates them in place (the backward reads the
+// activated gates) and returns c_t = f c_{t-1} + i g; *o_out gets o, for h_t = o tanh(c_t).
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ acc_t gates_forward(scalar_t* row, const acc_t* bias, int64_t j,
+                                               int64_t hidden, acc_t c_prev, acc_t* o_out) {
+  const acc_t i = sigmoid(static_cast<acc_t>(row[j]) + bias[j]);
+  const acc_t f = sigmoid(static_cast<acc_t>(row[hidden + j]) + bias[hidden + j]);
+  const acc_t g = tanh(static_cast<acc_t>(row[2 * hidden + j]) + bias[2 * hidden + j]);
+  const acc_t o = sigmoid(static_cast<acc_t>(row[3 * hidden + j]) + bias[3 * hidden + j]);
+  row[j] = static_cast<scalar_t>(i);
+  row[hidden + j] = static_cast<scalar_t>(f);
+  row[2 * hidden + j] = static_cast<scalar_t>(g);
+  row[3 * hidden + j] = static_cast<scalar_t>(o);
+  *o_out = o;
+  return f * c_prev + i * g;
+}
+
+// Back: from dh (the gradient reaching h_t) and dc (reaching c_t from step t+1), writes the
+// gradient of the pre-activation gates to drow, in x's dtype (the products that follow read it),
+// and returns the gradient reaching c_{t-1}.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ acc_t gates_backward(const scalar_t* row, scalar_t* drow, int64_t j,
+                                                int64_t hidden, acc_t dh, acc_t dc, acc_t c,
+                                                acc_t c_prev) {
+  const acc_t i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
+  const acc_t tc = tanh(c);
+  const acc_t dct = dc + dh * o * (acc_t(1) - tc * tc);
+  drow[j] = static_cast<scalar_t>(dct * g * i * (acc_t(1) - i));
+  drow[hidden + j] = static_cast<scalar_t>(dct * c_prev * f * (acc_t(1) - f));
+  drow[2 * hidden + j] = static_cast<scalar_t>(dct * i * (acc_t(1) - g * g));
+  drow[3 * hidden + j] = static_cast<scalar_t>(dh * tc * o * (acc_t(1) - o));
+  return dct * f;
+}
+
 // One step forward. gates (B, 4H) holds x_t W_ih^T + h_{t-1} W_hh^T; add the bias, activate in
 // place (the backward reads the activated gates), c_t = f c_{t-1} + i g, y_t = o tanh(c_t).
 // A thread per (b, j).
@@ -96,16 +134,8 @@ __global__ void lstm_step_forward_kernel(scalar_t* __restrict__ gates,
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        idx < batch * hidden; idx += stride) {
     const int64_t b = idx / hidden, j = idx % hidden;
-    scalar_t* row = gates + b * 4 * hidden;
-    const acc_t i = sigmoid(static_cast<acc_t>(row[j]) + bias[j]);
-    const acc_t f = sigmoid(static_cast<acc_t>(row[hidden + j]) + bias[hidden + j]);
-    const acc_t g = tanh(static_cast<acc_t>(row[2 * hidden + j]) + bias[2 * hidden + j]);
-    const acc_t o = sigmoid(static_cast<acc_t>(row[3 * hidden + j]) + bias[3 * hidden + j]);
-    const acc_t c = f * c_prev[idx] + i * g;
-    row[j] = static_cast<scalar_t>(i);
-    row[hidden + j] = static_cast<scalar_t>(f);
-    row[2 * hidden + j] = static_cast<scalar_t>(g);
-    row[3 * hidden + j] = static_cast<scalar_t>(o);
+    acc_t o;
+    const acc_t c = gates_forward(gates + b * 4 * hidden, bias, j, hidden, c_prev[idx], &o);
     c_next[idx] = c;
     y[idx] = static_cast<scalar_t>(o * tanh(c));
   }
@@ -126,17 +156,9 @@ __global__ void lstm_step_backward_kernel(const scalar_t* __restrict__ grad_y,
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        idx < batch * hidden; idx += stride) {
     const int64_t b = idx / hidden, j = idx % hidden;
-    const scalar_t* row = gates + b * 4 * hidden;
-    const acc_t i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
     const acc_t dh = static_cast<acc_t>(grad_y[idx]) + dh_next[idx];
-    const acc_t tc = tanh(c[idx]);
-    const acc_t dct = dc[idx] + dh * o * (acc_t(1) - tc * tc);
-    scalar_t* drow = dgates + b * 4 * hidden;
-    drow[j] = static_cast<scalar_t>(dct * g * i * (acc_t(1) - i));
-    drow[hidden + j] = static_cast<scalar_t>(dct * c_prev[idx] * f * (acc_t(1) - f));
-    drow[2 * hidden + j] = static_cast<scalar_t>(dct * i * (acc_t(1) - g * g));
-    drow[3 * hidden + j] = static_cast<scalar_t>(dh * tc * o * (acc_t(1) - o));
-    dc[idx] = dct * f;
+    dc[idx] = gates_backward(gates + b * 4 * hidden, dgates + b * 4 * hidden, j, hidden, dh,
+                             dc[idx], c[idx], c_prev[idx]);
   }
 }
 
@@ -265,38 +287,47 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
 // csrc/lstm.cpp's lstm_packed_cpu, with the products on cuBLAS and a fused kernel per step. Step t
 // works on its batch_sizes[t] rows only, so no thread and no product touches padding. A step's h
 // is read where it already is: the step before's rows of y, and h0 for rows that begin here (in
-// reverse); c_state holds every sequence's c. Per step, 2 calls forward (3 with a projection) and
-// 2 backward (4): nothing is copied inside the loop.
+// reverse); c_state holds every sequence's c, and the step kernel writes h_n for the rows that
+// end. Per step, 2 calls forward and 2 backward; a projection adds a product forward (and a copy of
+// h_n where sequences end) and an addition and a product backward; a step where sequences begin
+// adds a product for their rows.
 
-// One step forward on `rows` rows: as lstm_step_forward_kernel, but c is read from and written
-// back to c_state (and saved), o * tanh(c) goes to `out` (y, or r when projected), and the h the
-// step started from (h_continuing for the first `continuing` rows, h0 for the others) is saved to
-// h_prev for the backward's weight gradient: one more read and write, no launch of its own.
+// Where one step of lstm_packed's forward reads and writes, each pointer at the step's first row.
 template <typename scalar_t, typename acc_t>
-__global__ void lstm_packed_step_forward_kernel(
-    scalar_t* __restrict__ gates, const acc_t* __restrict__ bias, acc_t* __restrict__ c_state,
-    acc_t* __restrict__ c_saved, scalar_t* __restrict__ out,
-    const scalar_t* __restrict__ h_continuing, int64_t continuing, const scalar_t* __restrict__ h0,
-    scalar_t* __restrict__ h_prev, int64_t out_features, int64_t rows, int64_t hidden) {
+struct PackedStepForward {
+  scalar_t* gates;    // (rows, 4H): x W_ih^T + h W_hh^T in, the activated gates out
+  const acc_t* bias;  // (4H,): b_ih + b_hh
+  acc_t* c_state;     // (B, H): every sequence's c; the first `rows` are read and written
+  acc_t* c_saved;     // (rows, H): this step's c, for the backward
+  scalar_t* out;      // (rows, H): o * tanh(c), which is y, or r when projected
+  scalar_t* h_n;      // (B, H) or null: gets the h of rows from `staying` on, which end
+  int64_t staying;    // how many rows take part in the next step
+  const scalar_t* h_continuing;  // (continuing, P): the h of rows that were in the step before
+  int64_t continuing;
+  const scalar_t* h0;                  // (B, P): the h of rows that begin at this step
+  scalar_t* h_prev;                    // (rows, P): the h each row started from, for dW_hh
+  int64_t out_features, rows, hidden;  // P, this step's rows, H
+};
+
+// One step forward on a.rows rows: as lstm_step_forward_kernel, with c in a state buffer, h_n
+// written for the rows that end here, and the h each row started from saved for the backward: a
+// read and a write more per element, and no launch of their own.
+template <typename scalar_t, typename acc_t>
+__global__ void lstm_packed_step_forward_kernel(const PackedStepForward<scalar_t, acc_t> a) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       idx < rows * hidden; idx += stride) {
-    const int64_t b = idx / hidden, j = idx % hidden;
-    scalar_t* row = gates + b * 4 * hidden;
-    const acc_t i = sigmoid(static_cast<acc_t>(row[j]) + bias[j]);
-    const acc_t f = sigmoid(static_cast<acc_t>(row[hidden + j]) + bias[hidden + j]);
-    const acc_t g = tanh(static_cast<acc_t>(row[2 * hidden + j]) + bias[2 * hidden + j]);
-    const acc_t o = sigmoid(static_cast<acc_t>(row[3 * hidden + j]) + bias[3 * hidden + j]);
-    const acc_t c = f * c_state[idx] + i * g;
-    row[j] = static_cast<scalar_t>(i);
-    row[hidden + j] = static_cast<scalar_t>(f);
-    row[2 * hidden + j] = static_cast<scalar_t>(g);
-    row[3 * hidden + j] = static_cast<scalar_t>(o);
-    c_state[idx] = c;
-    c_saved[idx] = c;
-    out[idx] = static_cast<scalar_t>(o * tanh(c));
-    if (idx < rows * out_features) {  // h has out_features <= hidden per row
-      h_prev[idx] = idx / out_features < continuing ? h_continuing[idx] : h0[idx];
+       idx < a.rows * a.hidden; idx += stride) {
+    const int64_t b = idx / a.hidden, j = idx % a.hidden;
+    acc_t o;
+    const acc_t c =
+        gates_forward(a.gates + b * 4 * a.hidden, a.bias, j, a.hidden, a.c_state[idx], &o);
+    a.c_state[idx] = c;
+    a.c_saved[idx] = c;
+    const scalar_t h = static_cast<scalar_t>(o * tanh(c));
+    a.out[idx] = h;
+    if (a.h_n != nullptr && b >= a.staying) a.h_n[idx] = h;
+    if (idx < a.rows * a.out_features) {  // h has out_features <= hidden per row
+      a.h_prev[idx] = idx / a.out_features < a.continuing ? a.h_continuing[idx] : a.h0[idx];
     }
   }
 }
@@ -315,18 +346,10 @@ __global__ void lstm_packed_step_backward_kernel(
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        idx < rows * hidden; idx += stride) {
     const int64_t b = idx / hidden, j = idx % hidden;
-    const scalar_t* row = gates + b * 4 * hidden;
-    const acc_t i = row[j], f = row[hidden + j], g = row[2 * hidden + j], o = row[3 * hidden + j];
     const acc_t dh_t = (grad_y != nullptr ? static_cast<acc_t>(grad_y[idx]) : acc_t(0)) + dh[idx];
-    const acc_t tc = tanh(c[idx]);
-    const acc_t dct = dc[idx] + dh_t * o * (acc_t(1) - tc * tc);
     const acc_t cp = b < continuing ? c_prev[idx] : c0[idx];
-    scalar_t* drow = dgates + b * 4 * hidden;
-    drow[j] = static_cast<scalar_t>(dct * g * i * (acc_t(1) - i));
-    drow[hidden + j] = static_cast<scalar_t>(dct * cp * f * (acc_t(1) - f));
-    drow[2 * hidden + j] = static_cast<scalar_t>(dct * i * (acc_t(1) - g * g));
-    drow[3 * hidden + j] = static_cast<scalar_t>(dh_t * tc * o * (acc_t(1) - o));
-    dc[idx] = dct * f;
+    dc[idx] = gates_backward(gates + b * 4 * hidden, dgates + b * 4 * hidden, j, hidden, dh_t,
+                             dc[idx], c[idx], cp);
   }
 }
 
@@ -388,37 +411,45 @@ LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_s
     const scalar_t* w_hh_ptr = w_hh.const_data_ptr<scalar_t>();
     // 1. gates = x W_ih^T for every row of every step: one (N, I) x (I, 4H) product.
     gemm(blas, false, true, N, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
-         w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
+         w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype, op);
     for (int64_t k = 0; k < s.steps; ++k) {
-      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
+      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], first = s.offsets[t];
       if (n == 0) continue;  // an empty batch: no rows, and a launch of no blocks is an error
       // 2. This step's rows: gates += h W_hh^T, h being the step before's y for the rows that
       // continue and h0 for those that begin here; then the pointwise part, then the projection.
       const PreviousRows prev = previous_rows(s, k, reverse);
       const scalar_t* h_continuing = out + prev.offset * P;
       gemm(blas, false, true, prev.count, 4 * H, P, h_continuing, P, w_hh_ptr, P, 1.0,
-           g + o * 4 * H, 4 * H, dtype, dtype);
+           g + first * 4 * H, 4 * H, dtype, dtype, op);
       gemm(blas, false, true, n - prev.count, 4 * H, P, h0_ptr + prev.count * P, P, w_hh_ptr, P,
-           1.0, g + (o + prev.count) * 4 * H, 4 * H, dtype, dtype);
-      kernel<<<grid, kThreads, 0, stream>>>(
-          g + o * 4 * H, bias.const_data_ptr<acc_t>(), c_state.mutable_data_ptr<acc_t>(),
-          cs.mutable_data_ptr<acc_t>() + o * H,
-          projected ? r.mutable_data_ptr<scalar_t>() + o * H : out + o * P, h_continuing,
-          prev.count, h0_ptr, h_prev.mutable_data_ptr<scalar_t>() + o * P, P, n, H);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      if (projected) {  // y_t = r_t W_hr^T, which the next step reads as its h
-        gemm(blas, false, true, n, P, H, r.const_data_ptr<scalar_t>() + o * H, H,
-             w_hr.const_data_ptr<scalar_t>(), H, 0.0, out + o * P, P, dtype, dtype);
-      }
-    }
-    // h_n: each sequence's h after its last step, the rows of y where it leaves the batch (forward
-    // at its length; in reverse every sequence ends at step 0, so the last step holds them all).
-    for (int64_t k = 0; k < s.steps; ++k) {
-      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t];
+           1.0, g + (first + prev.count) * 4 * H, 4 * H, dtype, dtype, op);
+      // Rows from `staying` on end at this step (forward: the sequences of this length; in
+      // reverse: all of them, at step 0). Their h is h_n.
       const int64_t staying =
           k + 1 < s.steps ? std::min(s.batch_sizes[s.step(k + 1, reverse)], n) : 0;
-      copy_async(h_n.mutable_data_ptr<scalar_t>() + staying * P, out + (s.offsets[t] + staying) * P,
-                 (n - staying) * P, stream);
+      PackedStepForward<scalar_t, acc_t> step{};
+      step.gates = g + first * 4 * H;
+      step.bias = bias.const_data_ptr<acc_t>();
+      step.c_state = c_state.mutable_data_ptr<acc_t>();
+      step.c_saved = cs.mutable_data_ptr<acc_t>() + first * H;
+      step.out = projected ? r.mutable_data_ptr<scalar_t>() + first * H : out + first * P;
+      step.h_n = projected ? nullptr : h_n.mutable_data_ptr<scalar_t>();
+      step.staying = staying;
+      step.h_continuing = h_continuing;
+      step.continuing = prev.count;
+      step.h0 = h0_ptr;
+      step.h_prev = h_prev.mutable_data_ptr<scalar_t>() + first * P;
+      step.out_features = P;
+      step.rows = n;
+      step.hidden = H;
+      kernel<<<grid, kThreads, 0, stream>>>(step);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      if (projected) {  // y_t = r_t W_hr^T, which the next step reads as its h
+        gemm(blas, false, true, n, P, H, r.const_data_ptr<scalar_t>() + first * H, H,
+             w_hr.const_data_ptr<scalar_t>(), H, 0.0, out + first * P, P, dtype, dtype, op);
+        copy_async(h_n.mutable_data_ptr<scalar_t>() + staying * P, out + (first + staying) * P,
+                   (n - staying) * P, stream);
+      }
     }
   });
   return {y, h_n, c_state.to(dtype), gates, cs, r, h_prev};
@@ -473,7 +504,9 @@ LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at:
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_packed_backward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
     auto kernel = lstm_packed_step_backward_kernel<scalar_t, acc_t>;
-    const int64_t grid = grid_for(kernel, s.batch * H);
+    auto add = add_rounded_kernel<scalar_t, acc_t>;
+    // Sized for the largest step, once: grid_for asks the driver, which a loop should not do.
+    const int64_t grid = grid_for(kernel, s.batch * H), add_grid = grid_for(add, s.batch * P);
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const Blas blas = blas_for(dtype);
     const acc_t* c = cs.const_data_ptr<acc_t>();
@@ -481,40 +514,40 @@ LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at:
     scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
     acc_t* dh = dh_state.mutable_data_ptr<acc_t>();
     for (int64_t k = s.steps - 1; k >= 0; --k) {
-      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], o = s.offsets[t];
+      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], first = s.offsets[t];
       if (n == 0) continue;
       const PreviousRows prev = previous_rows(s, k, reverse);
-      const scalar_t* grad_y_t = grad_y.const_data_ptr<scalar_t>() + o * P;
+      const scalar_t* grad_y_t = grad_y.const_data_ptr<scalar_t>() + first * P;
       const acc_t* dh_t = dh;
       if (projected) {  // the gradient reaching r: (grad_y + dh) W_hr
-        scalar_t* dh_rows = dh_all.mutable_data_ptr<scalar_t>() + o * P;
-        auto add = add_rounded_kernel<scalar_t, acc_t>;
-        add<<<grid_for(add, n * P), kThreads, 0, stream>>>(grad_y_t, dh, dh_rows, n * P);
+        scalar_t* dh_rows = dh_all.mutable_data_ptr<scalar_t>() + first * P;
+        add<<<add_grid, kThreads, 0, stream>>>(grad_y_t, dh, dh_rows, n * P);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         gemm(blas, false, false, n, H, P, dh_rows, P, w_hr.const_data_ptr<scalar_t>(), H, 0.0,
-             dr.mutable_data_ptr<acc_t>(), H, dtype, acc);
+             dr.mutable_data_ptr<acc_t>(), H, dtype, acc, op);
         grad_y_t = nullptr;
         dh_t = dr.const_data_ptr<acc_t>();
       }
-      kernel<<<grid, kThreads, 0, stream>>>(
-          grad_y_t, dh_t, dc_state.mutable_data_ptr<acc_t>(), g + o * 4 * H, c + o * H,
-          c + prev.offset * H, prev.count, c0_acc.const_data_ptr<acc_t>(), dg + o * 4 * H, n, H);
+      kernel<<<grid, kThreads, 0, stream>>>(grad_y_t, dh_t, dc_state.mutable_data_ptr<acc_t>(),
+                                            g + first * 4 * H, c + first * H, c + prev.offset * H,
+                                            prev.count, c0_acc.const_data_ptr<acc_t>(),
+                                            dg + first * 4 * H, n, H);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       // The gradient reaching the h this step started from: dgates W_hh.
-      gemm(blas, false, false, n, P, 4 * H, dg + o * 4 * H, 4 * H, w_hh.const_data_ptr<scalar_t>(),
-           P, 0.0, dh, P, dtype, acc);
+      gemm(blas, false, false, n, P, 4 * H, dg + first * 4 * H, 4 * H,
+           w_hh.const_data_ptr<scalar_t>(), P, 0.0, dh, P, dtype, acc, op);
     }
     // Every product that does not wait on the recurrence, once over all N rows.
     gemm(blas, false, false, N, I, 4 * H, dg, 4 * H, w_ih.const_data_ptr<scalar_t>(), I, 0.0,
-         grad_x.mutable_data_ptr<scalar_t>(), I, dtype, dtype);
+         grad_x.mutable_data_ptr<scalar_t>(), I, dtype, dtype, op);
     gemm(blas, true, false, 4 * H, I, N, dg, 4 * H, x.const_data_ptr<scalar_t>(), I, 0.0,
-         grad_w_ih.mutable_data_ptr<acc_t>(), I, dtype, acc);
+         grad_w_ih.mutable_data_ptr<acc_t>(), I, dtype, acc, op);
     gemm(blas, true, false, 4 * H, P, N, dg, 4 * H, h_prev.const_data_ptr<scalar_t>(), P, 0.0,
-         grad_w_hh.mutable_data_ptr<acc_t>(), P, dtype, acc);
+         grad_w_hh.mutable_data_ptr<acc_t>(), P, dtype, acc, op);
     if (projected) {
       gemm(blas, true, false, P, H, N, dh_all.const_data_ptr<scalar_t>(), P,
-           r.const_data_ptr<scalar_t>(), H, 0.0, grad_w_hr.mutable_data_ptr<acc_t>(), H, dtype,
-           acc);
+           r.const_data_ptr<scalar_t>(), H, 0.0, grad_w_hr.mutable_data_ptr<acc_t>(), H, dtype, acc,
+           op);
     }
   });
   at::Tensor grad_bias = dgates.sum(0, /*keepdim=*/false, acc).to(dtype);
