@@ -61,16 +61,17 @@ class LSTM(torch.nn.Module):
     direction on the input flipped in time); a PackedSequence or a projection runs
     custom_ops.lstm_packed, whose every step computes on the sequences still running only.
 
-    On CUDA the two directions of a layer are independent recurrences, and the second runs on a
-    stream of its own so that the GPU can overlap them (`concurrent_directions`, True by
-    default); under torch.compile and while a CUDA graph is being captured they run one after
-    the other.
+    On CUDA the two directions of a layer are independent recurrences, and the second can run on
+    a stream of its own so that the GPU overlaps them: `concurrent_directions` True or False, or
+    None (the default) for two streams where batch * hidden_size >= 2**18, where they were
+    measured faster back to back (docs/perf/h100/lstm_options.md: B = 256, H = 1024; at B = 64 one
+    stream was). Under torch.compile and while a CUDA graph is being captured, one stream.
 
     A plain Module, not a subclass of torch.nn.LSTM: torch.compile refuses every subclass of
     nn.RNNBase ("Dynamo does not support RNN, GRU, or LSTM"), and this one compiles with
     fullgraph=True."""
 
-    concurrent_directions: bool = True
+    concurrent_directions: bool | None = None
 
     def __init__(
         self,
@@ -174,8 +175,11 @@ class LSTM(torch.nn.Module):
         stream waits for before it goes on (autograd runs each backward on its forward's
         stream)."""
         forward, reverse = (2 * layer, 0), (2 * layer + 1, 1)  # (state index, direction)
+        concurrent = self.concurrent_directions
+        if concurrent is None:
+            concurrent = h0.shape[1] * self.hidden_size >= TWO_STREAMS_FROM
         serial = (
-            not self.concurrent_directions
+            not concurrent
             or not x.is_cuda
             or torch.compiler.is_compiling()
             or torch.cuda.is_current_stream_capturing()
@@ -262,6 +266,11 @@ class LSTM(torch.nn.Module):
             return y.squeeze(1), (h_n.squeeze(1), c_n.squeeze(1))
         return y, (h_n, c_n)
 
+
+# batch * hidden from which two directions run on two streams by default: one H100 run of
+# benchmarks/lstm_options.py (2026-11-26) had two streams faster back to back at B = 256,
+# H = 1024 (2^18) and slower at B = 64, H = 1024 (2^16), where the host sets the pace.
+TWO_STREAMS_FROM = 2**18
 
 _SIDE_STREAMS: dict[int, torch.cuda.Stream] = {}
 
