@@ -175,15 +175,18 @@ class LSTM(torch.nn.Module):
         stream waits for before it goes on (autograd runs each backward on its forward's
         stream)."""
         forward, reverse = (2 * layer, 0), (2 * layer + 1, 1)  # (state index, direction)
-        concurrent = self.concurrent_directions
-        if concurrent is None:
-            concurrent = h0.shape[1] * self.hidden_size >= TWO_STREAMS_FROM
+        # One stream off the GPU, while compiling or capturing; otherwise as asked, or by size.
+        # (The size is looked at only here: under torch.compile a packed batch's is a symbol.)
         serial = (
-            not concurrent
-            or not x.is_cuda
+            not x.is_cuda
             or torch.compiler.is_compiling()
             or torch.cuda.is_current_stream_capturing()
         )
+        if not serial:
+            concurrent = self.concurrent_directions
+            if concurrent is None:
+                concurrent = h0.shape[1] * self.hidden_size >= TWO_STREAMS_FROM
+            serial = not concurrent
         if serial:
             return [
                 self._direction(x, batch_sizes, h0[k], c0[k], layer, d)
