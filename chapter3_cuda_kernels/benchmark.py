@@ -4,6 +4,7 @@ torch.compile, torch.sum and the memory floor (a copy_ of the same bytes), 2^10 
     python chapter3_cuda_kernels/benchmark.py                      # ~3 minutes on an H100
     python chapter3_cuda_kernels/benchmark.py --quick --no-compile # seconds
     python chapter3_cuda_kernels/benchmark.py --out DIR            # DIR/chapter3_cuda.{md,json,png}
+    python chapter3_cuda_kernels/benchmark.py --plot-from DIR/chapter3_cuda.json  # the PNG again, no GPU
 
 Timing: gpu_timer.py, the course's one GPU timer (CUDA events around one call, L2 flushed, the
 host's launch hidden behind a GPU sleep, warm-up first, the median of 30 runs). GB/s counts the
@@ -18,8 +19,10 @@ import json
 from pathlib import Path
 
 import torch
+from matplotlib.figure import Figure
 
 import load_chapter3
+import plot_style
 from gpu_timer import Timer
 
 SUMS = load_chapter3.SUM_VERSIONS
@@ -230,39 +233,33 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
-    for ax, rows, cases, title in [
-        (
-            left,
-            [r for r in result["elementwise"] if r["dtype"] == "float32"],
-            ["copy_", "eager", "torch.compile", "v1", "v2", "v3", "v4", "v4 on v2's grid"],
-            "fused_bias_relu, float32",
-        ),
-        (right, result["sums"], ["torch.sum", *SUMS], "sum, float32"),
-    ]:
-        for case in cases:
+def plot(result: dict, path: Path) -> Figure:
+    """GB/s against size, float32: fused_bias_relu's versions above, the sums below, each beside
+    its yardstick (copy_ of the same bytes, torch.sum) drawn dashed, each with its legend."""
+    fig = plot_style.figure(height=9.5)
+    elementwise = [r for r in result["elementwise"] if r["dtype"] == "float32"]
+    element_cases = ["eager", "torch.compile", "v1", "v2", "v3", "v4", "v4 on v2's grid"]
+    panels = [
+        (elementwise, "copy_", element_cases, "fused_bias_relu, float32", 4),
+        (result["sums"], "torch.sum", SUMS, "sum, float32", 2),
+    ]
+    for panel, (rows, yardstick, cases, title, ncols) in zip(
+        fig.subfigures(2, 1), panels, strict=True
+    ):
+        ax = panel.subplots()
+        for case in [yardstick, *cases]:
             points = sorted((r["numel"], r["GB/s"]) for r in rows if r["case"] == case)
             if points:
-                style = "k--" if case in ("copy_", "torch.sum") else "-o"
-                ax.plot(
-                    *zip(*points, strict=True), style, label=case.removeprefix("sum_"), markersize=3
-                )
-        ax.set_xscale("log", base=2)
+                style = plot_style.REFERENCE if case == yardstick else {}
+                ax.plot(*zip(*points, strict=True), label=case.removeprefix("sum_"), **style)
+        plot_style.log2_axis(ax, "x", sorted({r["numel"] for r in rows}))
         ax.set_xlabel("elements")
-        ax.set_ylabel("GB/s (bytes the op must move / time)")
-        ax.set_title(title)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+        plot_style.zero_based_y(ax, "GB/s")
+        ax.set_title(title, loc="left")
+        plot_style.legend_below(panel, ncols)
     fig.suptitle(f"{result['gpu']}, torch {result['torch']}, {result['date']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plot_style.save(fig, path)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,7 +273,15 @@ def main(argv: list[str] | None = None) -> int:
         help="only the table of layouts (aligned, x[1:], 1,023 columns); --out writes "
         "chapter3_layouts.{md,json}",
     )
+    parser.add_argument(
+        "--plot-from",
+        type=Path,
+        help="only redraw the plot from an earlier run's JSON, as a PNG beside it (no GPU)",
+    )
     args = parser.parse_args(argv)
+    if args.plot_from:
+        plot(json.loads(args.plot_from.read_text()), args.plot_from.with_suffix(".png"))
+        return 0
     if not torch.cuda.is_available():
         print("benchmark.py needs a CUDA GPU (torch.cuda.is_available() is False); the tables in")
         print("the lesson were measured on one (see docs/perf/h100/).")

@@ -5,6 +5,7 @@ blocks of 32x8, 16x16, 8x32, 32x32, 64x4 and a few more, on 2^28 float32 element
     python chapter3_cuda_kernels/block_sweep.py                     # ~20 s on an H100 (+ build)
     python chapter3_cuda_kernels/block_sweep.py --log2-numel 16     # seconds: the test's size
     python chapter3_cuda_kernels/block_sweep.py --out docs/perf/h100  # chapter3_block_sweep.{json,md,png}
+    python chapter3_cuda_kernels/block_sweep.py --plot-from DIR/chapter3_block_sweep.json  # the PNG again, no GPU
 
 Lesson: chapter 3, "Block size and shape: what occupancy predicts". Timed with gpu_timer.py, the
 course's one GPU timer (cold L2, the host hidden behind a GPU sleep, median of CUDA events), every
@@ -19,8 +20,10 @@ import json
 from pathlib import Path
 
 import torch
+from matplotlib.figure import Figure
 
 import load_chapter3
+import plot_style
 from gpu_timer import Timer
 
 BLOCK_SIZES = [32, 64, 128, 256, 512, 1024]  # fused_bias_relu_v3's default: 256
@@ -137,45 +140,54 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
-    sizes = [r for r in result["block_sizes"] if r["threads"] != "copy_"]
-    left.plot([r["threads"] for r in sizes], [r["GB/s"] for r in sizes], "-o", label="v3")
-    left.axhline(result["block_sizes"][0]["GB/s"], color="k", linestyle="--", label="copy_")
-    for r in sizes:
-        left.annotate(f"{r['occupancy']:.0%}", (r["threads"], r["GB/s"]), fontsize=8)
-    left.set_xscale("log", base=2)
-    left.set_xlabel("threads a block (labels: theoretical occupancy)")
-    left.set_ylabel("GB/s")
-    left.set_title("fused_bias_relu_v3, float32")
-    shapes = [r for r in result["block_shapes"] if r["block"] != "copy_"]
-    right.bar([r["block"] for r in shapes], [r["GB/s"] for r in shapes])
-    right.axhline(result["block_shapes"][0]["GB/s"], color="k", linestyle="--", label="copy_")
-    for i, r in enumerate(shapes):
-        if "occupancy" in r:
-            right.annotate(f"{r['occupancy']:.0%}", (i, r["GB/s"]), ha="center", fontsize=8)
-    right.set_xlabel("block (columns x row lanes; labels: theoretical occupancy)")
-    right.set_title("sum_columns, float32")
-    right.tick_params(axis="x", labelrotation=45)
-    for ax in (left, right):
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
+def plot(result: dict, path: Path) -> Figure:
+    """GB/s of each configuration as a bar, copy_'s as a dashed line, the theoretical occupancy
+    under each bar's name: fused_bias_relu_v3's block sizes above, sum_columns' shapes below."""
+    fig = plot_style.figure(height=8)
+    panels = [  # rows (copy_ first), the column that names a row, title, x axis
+        (result["block_sizes"], "threads", "fused_bias_relu_v3, float32", "threads a block"),
+        (result["block_shapes"], "block", "sum_columns, float32", "block: columns x row lanes"),
+    ]
+    for ax, (rows, key, title, xlabel) in zip(fig.subplots(2, 1), panels, strict=True):
+        copy, *rows = rows
+        labels = [
+            f"{r[key]}\n{r['occupancy']:.0%}" if "occupancy" in r else f"{r[key]}\n" for r in rows
+        ]
+        # x.sum(0), PyTorch's own, in the second colour: the bars of one colour are ours.
+        colors = [plot_style.COLORS[0 if "occupancy" in r else 1] for r in rows]
+        ax.bar(labels, [r["GB/s"] for r in rows], color=colors, width=0.6)
+        ax.axhline(copy["GB/s"], **plot_style.REFERENCE)
+        ax.annotate(
+            f"copy_: {copy['GB/s']:,.0f} GB/s",
+            (1, copy["GB/s"]),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 6),
+            textcoords="offset points",
+            ha="right",
+        )
+        plot_style.zero_based_y(ax, "GB/s")
+        ax.set_ylim(top=1.15 * copy["GB/s"])  # room for copy_'s label above its line
+        ax.grid(axis="x", visible=False)
+        ax.set_title(title, loc="left")
+        ax.set_xlabel(f"{xlabel} (below: theoretical occupancy)")
     fig.suptitle(f"{result['gpu']}, torch {result['torch']}, {result['date']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plot_style.save(fig, path)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log2-numel", type=int, default=28, help="2^k elements (12 at least)")
     parser.add_argument("--out", type=Path, help="write chapter3_block_sweep.{md,json,png} here")
+    parser.add_argument(
+        "--plot-from",
+        type=Path,
+        help="only redraw the plot from an earlier run's JSON, as a PNG beside it (no GPU)",
+    )
     args = parser.parse_args(argv)
+    if args.plot_from:
+        plot(json.loads(args.plot_from.read_text()), args.plot_from.with_suffix(".png"))
+        return 0
     if not torch.cuda.is_available():
         print("block_sweep.py needs a CUDA GPU (torch.cuda.is_available() is False); nothing to")
         print("measure here. The lesson's table was measured on one (docs/perf/h100/).")

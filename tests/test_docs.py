@@ -1,9 +1,11 @@
 """The course website (mkdocs.yml, tools/docs_hooks.py): it builds with `mkdocs build --strict` (no
-broken link, no missing include), every chapter has a page in the nav, the code on a page is
-included from its source file, and every page renders in a headless Chromium at 1400 px, with no
-table or code block wider than its column unless it scrolls with a visible cue. Runs in `make
-test`; `make docs` serves the site. The browser check needs Debian's `chromium` (.ci/run installs
-it). It saves screenshots to build/docs-screenshots; to refresh the committed ones:
+broken link, no missing include), every chapter, exercise and results page has a place in the nav,
+the code on a page is included from its source file, search puts the lessons first, the course
+itself is a download on the site, and every page renders in a headless Chromium at 1400 px and on
+a 390-px phone, with no page that scrolls sideways and no table or code block wider than its
+column unless it scrolls with a visible cue. Runs in `make test`; `make docs` serves the site. The
+browser checks need Debian's `chromium` (.ci/run installs it). They save screenshots to
+build/docs-screenshots; to refresh the committed ones:
 `DOCS_SCREENSHOTS=docs/screenshots .venv/bin/python -m pytest tests/test_docs.py -k chromium`."""
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ LESSONS = [
     ]
 ]
 SCREENSHOTS = Path(os.environ.get("DOCS_SCREENSHOTS", REPO / "build" / "docs-screenshots"))
-VIEWPORT = {"width": 1400, "height": 1000}
+# A laptop, and a phone (an iPhone's 390 css px; its height matters only for the screenshots).
+VIEWPORTS = {1400: {"width": 1400, "height": 1000}, 390: {"width": 390, "height": 844}}
 TITLED_FENCE = re.compile(r'^([ \t]*)```\w+ title="([^"]+)"\n(.*?)^\1```$', flags=re.M | re.S)
 SNIPPET_MARKER = re.compile(r"--8(<|&lt;)--")
 # Without these, Chromium waits on a network this machine does not have (QUIC, updates, sync).
@@ -154,7 +157,7 @@ def test_code_quoted_in_a_lesson_is_included_from_its_file(lesson):
         lines = (REPO / source).read_text().splitlines()[int(first) - 1 : int(last)]
         quoted = [line.removeprefix(indent) for line in block.splitlines()]
         assert lines == quoted, f"{source}:{first}:{last} is not the block the lesson quotes"
-        assert f'title="{title}" linenums="{first}"' in page
+        assert f'title="{title} (lines {first}-{last})" linenums="{first}"' in page
 
 
 def test_no_page_shows_a_snippet_marker(site):
@@ -210,6 +213,20 @@ def test_chapter_pages_offer_their_notebook_for_download(site):
             assert (site / chapter.name / notebook.name).read_bytes() == notebook.read_bytes()
 
 
+def test_notebook_pages_show_what_each_cell_printed(site):
+    """As PyTorch's and Triton's tutorial sites do: the outputs of the executed copy
+    (docs/notebooks/, tools/execute_notebooks.py), with where it ran and each cell's time."""
+    for chapter in CHAPTERS:
+        for notebook in chapter.glob("*.ipynb"):
+            page = site / "src" / chapter.name / notebook.name / "index.html"
+            text = page_text(page)
+            assert "Executed on" in text and "no GPU" in text, f"{page}: where it ran"
+            code_cells = sum(
+                cell["cell_type"] == "code" for cell in json.loads(notebook.read_text())["cells"]
+            )
+            assert text.count("ran in ") == code_cells, f"{notebook.name}: a cell without a time"
+
+
 def test_every_perf_page_has_a_title_and_a_line_of_context(site):
     """docs/perf/ holds what scripts printed; the site puts a title and context above each."""
     pages = sorted((site / "perf").rglob("index.html"))
@@ -231,14 +248,188 @@ def test_search_leaves_out_source_pages(site):
     assert {f"{chapter.name}/" for chapter in CHAPTERS} <= locations
 
 
-def test_site_url_gives_a_sitemap_and_a_404_page_with_its_styles(site):
-    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
-    root = urlsplit(config["site_url"]).path
-    assert root.endswith("/"), "site_url must end with /"
-    assert (site / "sitemap.xml").read_text().count("<loc>") > 2 * len(CHAPTERS)
-    not_found = (site / "404.html").read_text()
-    styles = re.findall(r'<link rel="stylesheet" href="([^"]+)"', not_found)
-    assert styles and all(href.startswith(root) for href in styles), styles
+def test_no_built_page_names_a_made_up_address(site):
+    """Unpublished, the site has no canonical links and no sitemap: no placeholder domain."""
+    named = [
+        str(p.relative_to(site))
+        for p in site.rglob("*")
+        if p.suffix in {".html", ".xml", ".json", ".js"} and "example.org" in p.read_text()
+    ]
+    assert named == []
+    assert 'rel="canonical"' not in (site / "index.html").read_text()
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory) -> Path:
+    """The site as built to be published: its address and repository from the environment."""
+    site = tmp_path_factory.mktemp("published")
+    env = {
+        **os.environ,
+        "NO_MKDOCS_2_WARNING": "1",
+        "COURSE_SITE_URL": "https://course.test/pytorch-extensions/",
+        "COURSE_REPO_URL": "https://github.com/someone/pytorch-extensions-course",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return site
+
+
+def test_a_published_site_has_its_address_a_clone_command_and_edit_links(published):
+    home = (published / "index.html").read_text()
+    assert '<link rel="canonical" href="https://course.test/pytorch-extensions/">' in home
+    assert "git clone --branch main https://github.com/someone/pytorch-extensions-course.git" in (
+        html.unescape(home)
+    )
+    assert (published / "sitemap.xml").read_text().count("<loc>https://course.test/") > 50
+    styles = re.findall(
+        r'<link rel="stylesheet" href="([^"]+)"', (published / "404.html").read_text()
+    )
+    assert styles and all(href.startswith("/pytorch-extensions/") for href in styles), styles
+    # A generated page's edit link opens the file it was made from.
+    edits = {
+        "index.html": "README.md",
+        "chapter3_cuda_kernels/index.html": "chapter3_cuda_kernels/README.md",
+        "perf/h100/lstm_layer/index.html": "docs/perf/h100/lstm_layer.md",
+        "src/chapter5_extensions/csrc/relu.cpp/index.html": "chapter5_extensions/csrc/relu.cpp",
+    }
+    for built, source in edits.items():
+        link = f"https://github.com/someone/pytorch-extensions-course/edit/main/{source}"
+        assert f'href="{link}"' in (published / built).read_text(), built
+        assert (REPO / source).is_file()
+
+
+def test_the_course_is_a_download_on_its_home_page(site):
+    """The site alone is enough to start: its home page links a zip of the whole repository."""
+    import zipfile
+
+    home = (site / "index.html").read_text()
+    assert 'href="pytorch-extensions-course.zip"' in home and "download" in home
+    with zipfile.ZipFile(site / "pytorch-extensions-course.zip") as archive:
+        names = set(archive.namelist())
+        run = archive.getinfo("pytorch-extensions-course/.ci/run")
+    wanted = [
+        "Makefile",
+        "README.md",
+        "requirements.txt",
+        *(f"{c.name}/README.md" for c in CHAPTERS),
+    ]
+    missing = [w for w in wanted if f"pytorch-extensions-course/{w}" not in names]
+    assert missing == []
+    assert run.external_attr >> 16 & 0o111, ".ci/run must stay executable"
+    leaked = [n for n in names if n.split("/")[1] in {".venv", "build", ".git"}]
+    assert leaked == [], leaked[:5]
+
+
+def perf_pages() -> list[str]:
+    return sorted(str(p.relative_to(REPO / "docs")) for p in (REPO / "docs/perf").glob("*/*.md"))
+
+
+def test_every_results_page_is_in_the_index_and_the_navigation(site):
+    """docs/perf/README.md lists each results page once, and the site's sidebar has them all."""
+    index = (REPO / "docs/perf/README.md").read_text()
+    listed = re.findall(r"^\| \[[^\]]+\]\(([\w./-]+\.md)\) \|", index, flags=re.M)
+    pages = [p.removeprefix("perf/") for p in perf_pages()]
+    assert sorted(listed) == sorted(set(listed)), "a page is listed twice"
+    assert sorted(listed) == pages, "docs/perf/README.md must list every results page once"
+    sidebar = (site / "perf" / "index.html").read_text()
+    for page in pages:
+        assert f'href="{page.removesuffix(".md")}/"' in sidebar, f"{page} is not in the nav"
+
+
+def test_a_results_page_has_its_index_title_neighbours_and_plot(site):
+    index = (REPO / "docs/perf/README.md").read_text()
+    for page in perf_pages():
+        built = (site / page.removesuffix(".md") / "index.html").read_text()
+        title = re.search(rf"\[([^\]]+)\]\({re.escape(page.removeprefix('perf/'))}\)", index)[1]
+        h1 = re.search(r"<h1[^>]*>(.*?)</h1>", built, flags=re.S)[1]
+        assert page_text_of(h1).strip().removesuffix("¶") == page_text_of(title), page
+        assert "md-footer__link--prev" in built or "md-footer__link--next" in built, page
+        plot = (REPO / "docs" / page).with_suffix(".png")
+        if plot.is_file():
+            assert re.search(rf'<img [^>]*src="[^"]*{plot.name}"', built), f"{page}: no plot"
+
+
+def test_every_exercise_has_a_page_to_work_from(site):
+    """Statement, the command that grades it, what a pass needs, and the solution folded."""
+    for check_file in sorted(REPO.glob("chapter*_*/exercises/check_*.py")):
+        number = re.match(r"chapter(\d+)_", check_file.parents[1].name).group(1)
+        name = check_file.stem.removeprefix("check_")
+        page = site / "exercises" / f"ch{number}_{name}" / "index.html"
+        assert page.is_file(), f"no page for ch{number}/{name}"
+        built = page.read_text()
+        text = page_text(page)
+        assert f"make check EX=ch{number}/{name}" in text
+        assert "The task" in text and "What a pass needs" in text, page
+        source = re.search(r'^SOURCE = "([^"]+)"', check_file.read_text(), flags=re.M)[1]
+        if (REPO / "solutions" / check_file.parents[1].name / source).is_file():
+            fold = re.search(r"<details class=\"success\">(.*?)</details>", built, flags=re.S)
+            assert fold and "Show the reference solution" in fold[1], page
+        assert "md-footer__link--next" in built or "md-footer__link--prev" in built
+
+
+def test_an_excerpt_title_links_to_its_lines_on_the_file_page(site):
+    linked = 0
+    for lesson in LESSONS:
+        built = built_html(site, lesson)
+        for href, first in re.findall(
+            r'<span class="filename"><a href="([^"#]+)#__codelineno-0-(\d+)"', built.read_text()
+        ):
+            target = (built.parent / href / "index.html").resolve()
+            assert f'id="__codelineno-0-{first}"' in target.read_text(), (lesson, href, first)
+            linked += 1
+        unlinked = re.findall(r'<span class="filename">[^<]*\(lines', built.read_text())
+        assert unlinked == [], f"{lesson}: excerpt titles without a link: {unlinked[:3]}"
+    assert linked == sum(len(TITLED_FENCE.findall(lesson.read_text())) for lesson in LESSONS)
+
+
+# Queries a learner would type, each answered first by a lesson or the troubleshooting page.
+SEARCHES = [
+    "cuDNN",
+    "gradcheck",
+    "undefined symbol",
+    "shared memory",
+    "torch.library",
+    "autocast",
+    "stable ABI",
+    "opcheck",
+    "coalescing",
+    "LSTM",
+]
+
+
+def test_search_puts_a_lesson_first(site, served):
+    """Material's own search, in the browser, with the site's whole index."""
+    executable = chromium()
+    from urllib.parse import quote
+
+    from playwright.sync_api import sync_playwright
+
+    lessons = {
+        built_page(lesson).removesuffix("index.md").removesuffix(".md") for lesson in LESSONS
+    }
+    firsts = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        tab = browser.new_page(viewport=VIEWPORTS[1400])
+        for query in SEARCHES:
+            tab.goto(f"{served}/?q={quote(query)}", wait_until="load")
+            tab.wait_for_selector(".md-search-result__item", timeout=20_000)
+            href = tab.eval_on_selector(".md-search-result__item > a", "a => a.href")
+            firsts[query] = urlsplit(href).path.strip("/")
+        browser.close()
+    wrong = {
+        query: first
+        for query, first in firsts.items()
+        if first.rstrip("/") + "/" not in {f"{p.rstrip('/')}/" for p in lessons}
+        and first != "troubleshooting"
+    }
+    assert wrong == {}, f"first results that are not a lesson: {wrong}"
 
 
 def test_troubleshooting_shows_no_long_capture_unfolded(site):
@@ -322,7 +513,11 @@ PAGE_CHECK = """() => {
       overflows.push(`${what}: ${box.scrollWidth} px in a ${box.clientWidth} px box, no cue`);
     }
   }
+  const images = article ? [...article.querySelectorAll("img")] : [];
   return {
+    sideways: document.documentElement.scrollWidth - window.innerWidth,
+    images_without_alt: images.filter((i) => !i.alt.trim()).map((i) => i.src),
+    images_not_rendered: images.filter((i) => !i.complete || i.naturalWidth === 0).map((i) => i.src),
     nav: document.querySelectorAll("nav.md-nav--primary").length > 0,
     marker: /--8<--/.test(document.body.innerText),
     code_blocks: codes.filter((c) => c.innerText.trim()).length,
@@ -356,7 +551,8 @@ def test_every_source_page_shows_its_file_highlighted(site):
             assert '<span class="' in code.group(1), f"{page}: the code is not highlighted"
 
 
-def test_every_page_renders_in_chromium_with_its_code(site, served):
+@pytest.mark.parametrize("width", sorted(VIEWPORTS, reverse=True), ids=lambda w: f"{w}px")
+def test_every_page_renders_in_chromium_with_its_code(site, served, width):
     executable = chromium()
     from playwright.sync_api import sync_playwright
 
@@ -390,7 +586,7 @@ def test_every_page_renders_in_chromium_with_its_code(site, served):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        tab = browser.new_page(viewport=VIEWPORT)
+        tab = browser.new_page(viewport=VIEWPORTS[width])
         tab.set_default_timeout(20_000)
         errors: list[str] = []
         overflowing: list[str] = []
@@ -407,6 +603,10 @@ def test_every_page_renders_in_chromium_with_its_code(site, served):
             assert response is not None and response.status == 200, url
             seen = tab.evaluate(PAGE_CHECK)
             assert seen["nav"], f"{url}: no navigation"
+            if seen["sideways"] > 1:
+                overflowing.append(f"{url}: the page scrolls sideways by {seen['sideways']} px")
+            assert seen["images_without_alt"] == [], f"{url}: images without alt text"
+            assert seen["images_not_rendered"] == [], f"{url}: images that did not load"
             assert not seen["marker"], f"{url} shows --8<--"
             overflowing += [f"{url}: {what}" for what in seen["overflows"]]
             # A source page shows its file; a folder's page lists its files.
@@ -422,36 +622,39 @@ def test_every_page_renders_in_chromium_with_its_code(site, served):
                 assert seen["footer"] > 0, f"{url}: no footer nav"
         assert errors == [], f"JavaScript errors: {errors}"
         assert overflowing == [], (
-            f"wider than the column at {VIEWPORT['width']} px, with no scroll cue:\n"
-            + "\n".join(overflowing)
+            f"wider than the column at {width} px, with no scroll cue:\n" + "\n".join(overflowing)
         )
-
-        tab.goto(f"{served}/", wait_until="load")
-        tab.screenshot(path=str(SCREENSHOTS / "home.png"))
-        chapter3 = next(c.name for c in CHAPTERS if c.name.startswith("chapter3_"))
-        tab.goto(f"{served}/{chapter3}/", wait_until="load")
-        # The results the lesson builds to: the sum's table, from the paragraph that opens it.
-        sum_table = (
-            "[...document.querySelectorAll('th')].find((th) => /sum_v0/.test(th.textContent))"
-        )
-        show_from(tab, sum_table, before=2)
-        tab.screenshot(path=str(SCREENSHOTS / "chapter3.png"))
-        tab.goto(f"{served}/performance/", wait_until="load")
-        # Its first section: chapter 3's heading, what was measured, the first table.
-        show_from(tab, "document.querySelector('.md-typeset table')", before=4)
-        tab.screenshot(path=str(SCREENSHOTS / "performance.png"))
+        # What a reviewer looks at: the home page, a lesson at its results, a results page and
+        # an exercise, each at this width.
+        shots = {
+            "home": ("", "document.querySelector('#get-the-course')"),
+            "lesson": (
+                next(c.name for c in CHAPTERS if c.name.startswith("chapter3_")),
+                "[...document.querySelectorAll('th')].find((th) => /sum_v0/.test(th.textContent))",
+            ),
+            "results": ("perf/h100/lstm_layer", "document.querySelector('.md-typeset table')"),
+            "exercise": ("exercises/ch3_gelu", None),
+        }
+        for name, (path, table) in shots.items():
+            tab.goto(f"{served}/{path + '/' if path else ''}", wait_until="load")
+            if table:  # the table and the paragraphs that introduce it at the top
+                show_from(tab, table, before=2)
+            tab.screenshot(path=str(SCREENSHOTS / f"{name}-{width}px.png"))
         browser.close()
-    for name in ("home.png", "chapter3.png", "performance.png"):
-        assert (SCREENSHOTS / name).stat().st_size > 10_000, name
+    for name in shots:
+        assert (SCREENSHOTS / f"{name}-{width}px.png").stat().st_size > 10_000, name
 
 
 def show_from(tab, table: str, before: int) -> None:
-    """Scroll so that the table that `table` (JavaScript) finds, and the `before` paragraphs or
-    headings that introduce it, are at the top of the window (the page's top if it finds none)."""
+    """Scroll so that the table (or other element) that `table` (JavaScript) finds, and the
+    `before` paragraphs or headings that introduce it, are at the top of the window (the page's
+    top if it finds none)."""
     tab.evaluate(
         f"""() => {{
         const cell = {table};
-        let top = cell ? cell.closest(".md-typeset__scrollwrap") || cell.closest("table") : null;
+        let top = cell
+          ? cell.closest(".md-typeset__scrollwrap") || cell.closest("table") || cell
+          : null;
         for (let i = 0; top && i < {before}; i++) {{
           if (!/^(P|H[1-6])$/.test(top.previousElementSibling?.tagName)) break;
           top = top.previousElementSibling;

@@ -219,6 +219,12 @@ SHARED_COPIES = {
         "chapter5_extensions/benchmarks",
         "tools",
     ],
+    "plot_style.py": [
+        "chapter3_cuda_kernels",
+        "chapter4_autograd",
+        "chapter5_extensions/benchmarks",
+        "tools",
+    ],
     "checks.h": ["chapter2_tensor_api", "chapter3_cuda_kernels", "chapter4_autograd"],
     "launch_utils.cuh": ["chapter3_cuda_kernels", "chapter4_autograd"],
 }
@@ -352,6 +358,7 @@ def test_no_chapter_defines_a_shared_helper_again():
             "can_build_cuda",
         ],
         "gpu_timer.py": ["event_ms", "class Timer"],
+        "plot_style.py": ["zero_based_y", "legend_below", "log_axis", "log2_axis"],
     }
     found = []
     for path in [

@@ -18,15 +18,23 @@ to build/site (tests/test_docs.py builds it and opens it in a browser). Nothing 
   which pages quote it) above the file, which stays as its script wrote it;
 - on the troubleshooting page, a long captured error shows its command and its last lines, and
   the whole capture, still included from docs/errors/, opens below them;
-- a table's header may break after an underscore (`<wbr>`), so long kernel names fit.
+- a table's header may break after an underscore (`<wbr>`), so long kernel names fit;
+- the home page says how to get the course: a zip of the repository, built with the site (so the
+  site alone is enough to start), and a `git clone` where $COURSE_REPO_URL names the repository.
+  Where it is published comes from the environment ($COURSE_SITE_URL, $COURSE_REPO_URL), never
+  from a made-up address in mkdocs.yml.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import posixpath
 import re
 import subprocess
+import sys
+import zipfile
 from pathlib import Path, PurePosixPath
 
 from markdown.extensions.toc import slugify
@@ -34,8 +42,107 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files, InclusionLevel
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/, beside this file
+from notebook_outputs import outputs_markdown, text_of, where_it_ran
+
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.name for p in REPO.glob("chapter*_*") if p.is_dir())
+# The course as one download on the site, and the folder it unpacks to.
+ARCHIVE = "pytorch-extensions-course.zip"
+ARCHIVE_FOLDER = "pytorch-extensions-course"
+
+
+def published_at() -> tuple[str, str, str]:
+    """(site URL, repository URL, branch) from the environment at build time; "" where unset."""
+    site = os.environ.get("COURSE_SITE_URL", "").strip()
+    repo = os.environ.get("COURSE_REPO_URL", "").strip().rstrip("/")
+    return (
+        (site.rstrip("/") + "/" if site else ""),
+        repo,
+        os.environ.get("COURSE_REPO_BRANCH", "main"),
+    )
+
+
+def course_files() -> list[str]:
+    """The repository's files as a clone has them: what git tracks, or would (no build output,
+    no .venv). Read from the working tree, so a site built from local edits ships those edits."""
+    try:
+        listed = (
+            subprocess.run(
+                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                cwd=REPO,
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
+    except (OSError, subprocess.CalledProcessError):
+        skip = (".git/", ".venv/", "build/")
+        listed = [
+            str(p.relative_to(REPO))
+            for p in REPO.rglob("*")
+            if not str(p.relative_to(REPO)).startswith(skip)
+        ]
+    return sorted(p for p in listed if p and (REPO / p).is_file() and "__pycache__" not in p)
+
+
+def course_archive() -> bytes:
+    """A zip of the course (ARCHIVE_FOLDER/...), with each file's mode, so that .ci/run and the
+    scripts stay executable. A fixed date keeps the same files the same bytes."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in course_files():
+            info = zipfile.ZipInfo(f"{ARCHIVE_FOLDER}/{path}", date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = ((REPO / path).stat().st_mode & 0o777 | 0o100000) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, (REPO / path).read_bytes())
+    return buffer.getvalue()
+
+
+def built_from() -> str:
+    """ " at commit 1a2b3c4" (" plus local changes" where the tree differs), or "" outside git."""
+    try:
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, check=True
+            )
+            .stdout.decode()
+            .strip()
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return f" at commit {commit}" + (" plus local changes" if dirty else "")
+
+
+def get_the_course(size: int) -> list[str]:
+    """The home page's section on getting the code, under the map of chapters."""
+    _, repo, branch = published_at()
+    made = built_from()
+    lines = [
+        "## Get the course",
+        "",
+        "The course is a folder of chapters you build and run on your own machine. Get the",
+        "folder, then follow [Set up](#set-up) below from inside it:",
+        "",
+        f"- **Download it:** [{ARCHIVE}]({ARCHIVE}){{ download }} ({size / 2**20:.1f} MB: the "
+        f"whole repository{made}, without its git history), then "
+        f"`unzip {ARCHIVE} && cd {ARCHIVE_FOLDER}`.",
+    ]
+    if repo:
+        repo = repo.removesuffix(".git")
+        lines.append(
+            f"- **Or clone it:** `git clone --branch {branch} {repo}.git && cd "
+            f"{repo.rsplit('/', 1)[-1]}`"
+            " (with its history, and `git pull` for updates)."
+        )
+    return [*lines, ""]
 
 
 def lesson_files(chapter: str) -> list[str]:
@@ -125,6 +232,9 @@ class SiteBuilder:
         self.downloads: dict[str, str] = {}  # docs path -> repo path of a file copied as is
         self.plots: list[tuple[str, str]] = []  # (text, target): plots linked, not yet shown
         self.shown: set[str] = set()  # the repo paths of the plots the current lesson shows
+        self.archive = b""  # the course as a zip (ARCHIVE), made with the home page
+        self.sources: dict[str, str] = {}  # docs path -> the repo path it was generated from
+        self.images: dict[str, bytes] = {}  # docs path -> an image a notebook cell made
 
     def want(self, repo_path: str) -> None:
         if page_for(repo_path) not in self.pages and repo_path not in self.wanted:
@@ -142,6 +252,7 @@ class SiteBuilder:
             if page in self.pages or repo_path.startswith("docs/"):
                 continue  # docs/ files are in docs_dir already
             path = REPO / repo_path
+            self.sources[page] = repo_path
             if path.is_dir():
                 self.pages[page] = self.folder_page(repo_path, page)
             elif path.suffix == ".md":
@@ -171,6 +282,9 @@ class SiteBuilder:
             line = lines[i]
             if i == 1:
                 out += self.notebook_download(repo_path, page)
+            if repo_path == "README.md" and line.startswith("## Prerequisites"):
+                self.archive = course_archive()
+                out += get_the_course(len(self.archive))
             if not line.strip() and self.plots:
                 previous = next((o for o in reversed(out) if o.strip()), "")
                 if not previous.rstrip().endswith(":"):  # else after what the colon announces
@@ -254,8 +368,10 @@ class SiteBuilder:
             )
         first = text.count("\n", 0, at) + 1
         last = first + len(body) - 1
+        # The title names the lines; on_page_content makes it a link to them on the file's page.
         return [
-            f'{indent}{marker}{lang} title="{title["title"]}" linenums="{first}"',
+            f'{indent}{marker}{lang} title="{title["title"]} (lines {first}-{last})" '
+            f'linenums="{first}"',
             f'{indent}--8<-- "{source}:{first}:{last}"',
             indent + marker,
         ]
@@ -288,13 +404,14 @@ class SiteBuilder:
 
     def exercises_page(self, page: str) -> str:
         """Every chapter's exercises, from the `### ` headings of its lesson's Exercises section,
-        each linked to its statement, with the command that checks it and its files."""
+        each linked to a page of its own (exercise_page) with the command that checks it."""
         out = [
             "# Exercises",
             "",
             "Each chapter ends with exercises that grow in difficulty: a stub with `TODO`s to",
             "write, and a checker that builds your file and grades it, check by check (on a GPU,",
-            "speed too). The statements and hints are in each lesson; click an exercise to read it.",
+            "speed too). Each page below has the statement, the command that grades it, what a",
+            "pass needs, and the reference solution in a fold: try first.",
             "",
         ]
         for chapter in CHAPTERS:
@@ -308,21 +425,85 @@ class SiteBuilder:
             if not found:
                 out += ["No exercises yet.", ""]
             for lesson, heading, body in found:
-                chapter_page = relative(page_for(lesson), page)
-                anchor = slugify(heading, "-")
-                command = re.search(r"`(make check EX=[\w/]+)`", body)
-                files = sorted(set(re.findall(r"\]\((exercises/[\w.]+)\)", body)))
-                links = []
-                for f in files:
-                    self.want(f"{chapter}/{f}")
-                    links.append(f"[`{f}`]({relative(page_for(f'{chapter}/{f}'), page)})")
-                line = f"- [{heading}]({chapter_page}#{anchor})"
-                if command:
-                    line += f": `{command.group(1)}`"
-                if links:
-                    line += " (" + ", ".join(links) + ")"
-                out.append(line)
+                command = re.search(r"`(make check EX=(ch\d+)/(\w+))`", body)
+                if not command:
+                    anchor = slugify(heading, "-")
+                    out.append(f"- [{heading}]({relative(page_for(lesson), page)}#{anchor})")
+                    continue
+                exercise_page = f"exercises/{command[2]}_{command[3]}.md"
+                self.pages[exercise_page] = self.exercise_page(
+                    chapter, lesson, heading, body, command[1], exercise_page
+                )
+                out.append(f"- [{heading}]({relative(exercise_page, page)}): `{command[1]}`")
             out.append("")
+        return "\n".join(out)
+
+    def exercise_page(
+        self, chapter: str, lesson: str, heading: str, body: str, command: str, page: str
+    ) -> str:
+        """One exercise: its statement (from the lesson), how to grade it and what a pass needs
+        (the check file's docstring), the files, and the reference solution folded away."""
+        number = re.match(r"chapter(\d+)_", chapter).group(1)
+        name = command.rsplit("/", 1)[1]
+        check = f"{chapter}/exercises/check_{name}.py"
+        check_text = (REPO / check).read_text()
+        source = re.search(r'^SOURCE = "([^"]+)"', check_text, flags=re.M)[1]
+        stub = f"{chapter}/exercises/{source}"
+        solution = f"solutions/{chapter}/{source}"
+        lesson_title = (REPO / lesson).read_text().splitlines()[0].removeprefix("# ")
+        anchor = slugify(heading, "-")
+        # The statement, less its last line when that is only the command (it has its section).
+        text = body.strip().removesuffix(f"`{command}`").rstrip()
+        statement = [self.rewrite_links(line, lesson, page) for line in text.splitlines()]
+        numbered = re.match(r"(\d+)\. (.+)", heading)
+        title = f"exercise {numbered[1]}: {numbered[2]}" if numbered else heading
+        # The docstring's paragraphs after its `make check` line: what the checks demand.
+        doc = check_text.split('"""')[1]
+        demands = doc.split(command, 1)[-1].strip()
+        for path in (stub, check):
+            self.want(path)
+        out = [
+            f"# Chapter {number}, {title}",
+            "",
+            f"From [{lesson_title}]({relative(page_for(lesson), page)}#{anchor}), where the ideas"
+            " it practises are explained. Work in your copy of the course (the home page says how"
+            " to get it).",
+            "",
+            "## The task",
+            "",
+            *statement,
+            "",
+            "## Grade it",
+            "",
+            "From the course's folder, after `make tutorial`:",
+            "",
+            "```",
+            command,
+            "```",
+            "",
+            "It builds your file and runs each check, printing PASS or FAIL with what was expected"
+            " and what came; exit status 0 is a pass (3: not graded here, a CUDA exercise on a"
+            " machine without a GPU).",
+            "",
+        ]
+        if demands:
+            out += ["What a pass needs, from the checks:", "", *demands.splitlines(), ""]
+        out += [
+            f"Your file: [`{source}`]({relative(page_for(stub), page)}); the checks, which are"
+            f" the specification: [`check_{name}.py`]({relative(page_for(check), page)}).",
+            "",
+        ]
+        if (REPO / solution).is_file():
+            out += [
+                "## The reference solution",
+                "",
+                '??? success "Show the reference solution (try first)"',
+                "",
+                f'    ```{language(solution)} title="{solution}" linenums="1"',
+                f'    --8<-- "{solution}"',
+                "    ```",
+                "",
+            ]
         return "\n".join(out)
 
     # --- pages for linked files ---------------------------------------------------------------
@@ -331,8 +512,9 @@ class SiteBuilder:
         chapter = repo_path.split("/", 1)[0]
         lines = [f"# `{repo_path}`", ""]
         if chapter in CHAPTERS:
-            lesson = relative(page_for(f"{chapter}/README.md"), page)
-            lines += [f"From [the lesson of {chapter}]({lesson}).", ""]
+            readme = f"{chapter}/README.md"
+            title = (REPO / readme).read_text().splitlines()[0].removeprefix("# ")
+            lines += [f"A file of [{title}]({relative(page_for(readme), page)}).", ""]
         return lines
 
     def source_page(self, repo_path: str, page: str) -> str:
@@ -348,13 +530,25 @@ class SiteBuilder:
         )
 
     def notebook_page(self, repo_path: str, page: str) -> str:
-        """A notebook's cells in order: markdown as text, code as Python blocks (no outputs)."""
+        """A notebook's cells in order: markdown as text, code as Python blocks, each followed by
+        what it printed when tools/execute_notebooks.py ran it (docs/notebooks/, from the CPU
+        machine), with its run time. A copy whose code differs from the notebook's is not used."""
         cells = json.loads((REPO / repo_path).read_text())["cells"]
+        executed_path = REPO / "docs" / "notebooks" / PurePosixPath(repo_path).name
+        executed = json.loads(executed_path.read_text()) if executed_path.is_file() else None
+        runs = [c for c in executed["cells"] if c["cell_type"] == "code"] if executed else []
+        codes = [c for c in cells if c["cell_type"] == "code"]
+        if [text_of(c["source"]) for c in runs] != [text_of(c["source"]) for c in codes]:
+            runs = []  # stale: tests/test_executed_notebooks.py fails and says how to refresh
         out = self.heading(repo_path, page)
-        out += [
-            "Run it: `.venv/bin/jupyter notebook " + repo_path + "` (outputs are not shown).",
-            "",
-        ]
+        run_it = f"Run it yourself: `.venv/bin/jupyter notebook {repo_path}`."
+        if runs:
+            out += [f"{where_it_ran(executed)} Under each cell, what it printed. {run_it}", ""]
+        else:
+            out += [f"{run_it} (No executed copy to show outputs from.)", ""]
+        stem = PurePosixPath(repo_path).stem
+        folder = posixpath.dirname(page)
+        code_index = 0
         for cell in cells:
             source = "".join(cell["source"]).rstrip()
             if cell["cell_type"] == "markdown":
@@ -364,6 +558,12 @@ class SiteBuilder:
             elif cell["cell_type"] == "code":
                 fence = "`" * max([3, *(len(r) + 1 for r in re.findall(r"`{3,}", source))])
                 out += [f"{fence}python", source, fence]
+                if runs:
+                    shown, images = outputs_markdown(runs[code_index], f"{stem}-{code_index + 1}")
+                    out += ["", *shown] if shown else []
+                    for name, data in images.items():
+                        self.images[posixpath.join(folder, name)] = data
+                code_index += 1
             out.append("")
         return "\n".join(out)
 
@@ -417,87 +617,95 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         files.append(File.generated(config, page, content=markdown, inclusion=inclusion))
     for path, repo_path in builder.downloads.items():
         files.append(File.generated(config, path, abs_src_path=str(REPO / repo_path)))
+    for path, data in builder.images.items():
+        files.append(File.generated(config, path, content=data))
+    files.append(File.generated(config, ARCHIVE, content=builder.archive))
+    SOURCES.clear()
+    SOURCES.update(builder.sources)
     return files
+
+
+# docs path -> repo path of each generated page, for its edit link (on_page_context).
+SOURCES: dict[str, str] = {}
+
+
+def on_config(config: MkDocsConfig) -> MkDocsConfig:
+    """Where the site is published, from the environment (mkdocs.yml's header says which); the
+    results pages' section of the navigation, from their index."""
+    for entry in config.nav:
+        if isinstance(entry, dict) and entry.get("Results") == "perf/README.md":
+            entry["Results"] = perf_nav()
+        if isinstance(entry, dict) and entry.get("Exercises") == "exercises.md":
+            entry["Exercises"] = exercise_nav()
+    site, repo, branch = published_at()
+    config.site_url = site or None
+    if repo:
+        config.repo_url = repo
+        config.edit_uri = f"edit/{branch}/docs/"
+    return config
+
+
+def on_page_context(context, page, config: MkDocsConfig, nav):
+    """A generated page's edit link opens the file it was made from, not a page under docs/."""
+    _, repo, branch = published_at()
+    if repo:
+        source = SOURCES.get(page.file.src_uri, f"docs/{page.file.src_uri}")
+        page.edit_url = f"{repo.removesuffix('.git')}/edit/{branch}/{source}"
+    return context
+
+
+def on_post_build(config: MkDocsConfig) -> None:
+    """Without a site URL the sitemap would be empty: leave it out."""
+    if not config.site_url:
+        for name in ("sitemap.xml", "sitemap.xml.gz"):
+            (Path(config.site_dir) / name).unlink(missing_ok=True)
 
 
 # --- the measured results (docs/perf/) ---------------------------------------------------------
 
-PERF_MACHINES = {
-    "h100": ("H100", "the GPU machine (NVIDIA H100 80GB HBM3, 16 CPU cores)"),
-    "cpu": ("CPU", "the course's CI machine (2 cores, no GPU)"),
-}
-# A page's title, by its file's name, and the script that wrote the file.
-PERF_TITLES = {
-    "call_cost_cpu": (
-        "What one call of an op costs the host",
-        "chapter5_extensions/benchmarks/call_cost.py",
-    ),
-    "call_cost_cuda": (
-        "What one call of an op costs the host",
-        "chapter5_extensions/benchmarks/call_cost.py",
-    ),
-    "chapter1_build_times": ("Chapter 1: build times", "chapter1_cpp_to_python/build_times.py"),
-    "chapter1_crossing": (
-        "Chapter 1: what a call from Python into C++ costs",
-        "chapter1_cpp_to_python/benchmark.py",
-    ),
-    "chapter2_cpu": (
-        "Chapter 2: one loop, and what more threads buy",
-        "chapter2_tensor_api/benchmark.py",
-    ),
-    "chapter2_cpu_another_run": (
-        "Chapter 2: another run of the CPU benchmark",
-        "chapter2_tensor_api/benchmark.py",
-    ),
-    "chapter3_cuda": (
-        "Chapter 3: fused_bias_relu and the sum, every version at every size",
-        "chapter3_cuda_kernels/benchmark.py",
-    ),
-    "chapter3_layouts": (
-        "Chapter 3: where 16-byte vectors do not fit",
-        "chapter3_cuda_kernels/benchmark.py",
-    ),
-    "chapter3_cuda_after_narrow_headers": (
-        "Chapter 3: the kernels after the narrow headers",
-        "chapter3_cuda_kernels/benchmark.py",
-    ),
-    "gpu_check_narrow_headers": ("make gpu-check after the narrow headers", "tools/gpu_check.py"),
-    "multi_gpu_two_h200": ("Chapter 5 on two GPUs", "chapter5_extensions/test_multi_gpu.py"),
-    "chapter3_reduce_bank_conflicts": ("Chapter 3: bank conflicts of the sums v1 and v2", ""),
-    "chapter3_ncu": (
-        "Chapter 3: each kernel under Nsight Compute",
-        "chapter3_cuda_kernels/ncu_summary.py",
-    ),
-    "chapter4_cuda": ("Chapter 4: forward and backward", "chapter4_autograd/benchmark.py"),
-    "chapter4_cuda_earlier_run": (
-        "Chapter 4: an earlier run of forward and backward",
-        "chapter4_autograd/benchmark.py",
-    ),
-    "chapter4_training": (
-        "Chapter 4: the same model trained two ways",
-        "chapter4_autograd/train_demo.py",
-    ),
-    "chapter5_install": ("Chapter 5: installing the package, cold", ""),
-    "chapter5_cuda": (
-        "Chapter 5: every op of custom_ops",
-        "chapter5_extensions/benchmarks/benchmark.py",
-    ),
-    "chapter5_cuda_before_lstm_cell_changes": (
-        "Chapter 5: the ops before the LSTM cell's changes",
-        "chapter5_extensions/benchmarks/benchmark.py",
-    ),
-    "chapter5_gpu_check": ("Chapter 5: its tests and sanitizers on the GPU", ""),
-    "exercises": ("", "tools/check_exercise.py"),
-    "gpu_check": ("", ""),
-    "lstm_layer": (
-        "Chapter 5: a whole LSTM layer",
-        "chapter5_extensions/benchmarks/benchmark_lstm.py",
-    ),
-    "lstm_persistent": (
-        "Chapter 5: the persistent LSTM kernel against the step loop",
-        "chapter5_extensions/benchmarks/benchmark_lstm.py",
-    ),
-}
+PERF_INDEX = REPO / "docs" / "perf" / "README.md"
+PERF_ROW = re.compile(
+    r"^\| \[(?P<title>[^\]]+)\]\((?P<path>[\w./-]+\.md)\) \| (?P<what>.+?) \| (?P<by>.+) \|$"
+)
+
+
+def perf_index() -> dict[str, list[dict[str, str]]]:
+    """docs/perf/README.md's tables, by their `## ` group: one row per results page, with its
+    title, one line on what it shows and what wrote it. The site takes each page's title, its
+    context line and its place in the navigation from here, so the index cannot leave one out."""
+    groups: dict[str, list[dict[str, str]]] = {}
+    group = ""
+    for line in PERF_INDEX.read_text().splitlines():
+        if line.startswith("## "):
+            group = line.removeprefix("## ").strip()
+        elif row := PERF_ROW.match(line):
+            groups.setdefault(group, []).append(row.groupdict())
+    return groups
+
+
+def exercise_nav() -> list:
+    """The navigation's Exercises section: the list, then each chapter's exercise pages."""
+    entries: list = ["exercises.md"]
+    for chapter in CHAPTERS:
+        number = re.match(r"chapter(\d+)_", chapter).group(1)
+        pages = [
+            {heading: f"exercises/{command[1]}_{command[2]}.md"}
+            for lesson in lesson_files(chapter)
+            for heading, body in exercise_statements((REPO / lesson).read_text())
+            if (command := re.search(r"`make check EX=(ch\d+)/(\w+)`", body))
+        ]
+        if pages:
+            entries.append({f"Chapter {number}": pages})
+    return entries
+
+
+def perf_nav() -> list:
+    """The navigation's Results section: the index, then each group's pages in its order."""
+    entries: list = ["perf/README.md"]
+    for group, rows in perf_index().items():
+        short = group.split(":")[0] + (":" + group.split(":")[1] if "Chapter 5" in group else "")
+        entries.append({short: [{row["title"]: f"perf/{row['path']}"} for row in rows]})
+    return entries
 
 
 def perf_referrers(rel: str) -> list[tuple[str, str]]:
@@ -516,27 +724,28 @@ def perf_referrers(rel: str) -> list[tuple[str, str]]:
 
 
 def perf_page(markdown: str, src_uri: str) -> str:
-    """A title (unless the file has one) and a line of context above a docs/perf/ file."""
+    """The index's title and line of context (what it shows, what wrote it, which lessons quote
+    it) above a docs/perf/ file, which stays as its script wrote it; then its plot, if any."""
     rel = src_uri.removeprefix("perf/")
-    folder, _, name = rel.partition("/")
-    stem = name.removesuffix(".md")
-    if not name or folder not in PERF_MACHINES:
-        return markdown  # perf/README.md: the folder's own introduction
-    short, machine = PERF_MACHINES[folder]
-    title, script = PERF_TITLES.get(stem, ("", ""))
-    if not title:
-        title = re.sub(r"^chapter(\d+)_", r"Chapter \1: ", stem).replace("_", " ")
-        title = title[0].upper() + title[1:]
-    what = f"What `{script}` printed" if script and (REPO / script).is_file() else "Measured"
-    context = f"{what} on {machine}, kept as it was written."
+    if "/" not in rel:
+        return markdown  # perf/README.md: the index itself
+    row = next((r for rows in perf_index().values() for r in rows if r["path"] == rel), None)
+    if row is None:
+        raise PluginError(f"docs/perf/{rel} is not listed in docs/perf/README.md: add a row")
+    context = f"{row['what']} Written by {row['by']}; kept as it was written."
     referrers = [f"[{label}]({relative(page, src_uri)})" for label, page in perf_referrers(rel)]
     if referrers:
         listed = ", ".join(referrers[:-1]) + " and " if len(referrers) > 1 else ""
         context += f" Quoted by {listed}{referrers[-1]}."
     lines = markdown.lstrip("\n").splitlines()
-    if lines and lines[0].startswith("# "):
-        return "\n".join([lines[0], "", context, "", *lines[1:]]) + "\n"
-    return f"# {title} ({short})\n\n{context}\n\n{markdown}"
+    if lines and lines[0].startswith("# "):  # the file's own title: kept, under the index's
+        lines[0] = f"**{lines[0].removeprefix('# ').strip()}**"
+    plot = REPO / "docs" / src_uri.removesuffix(".md")
+    shown = []
+    if plot.with_suffix(".png").is_file() and f"{plot.name}.png" not in markdown:
+        name = f"{plot.name}.png"
+        shown = [f"[![Plot: {row['title']}]({name})]({name})", ""]
+    return "\n".join([f"# {row['title']}", "", context, "", *shown, *lines]) + "\n"
 
 
 # --- the troubleshooting page: captured errors -------------------------------------------------
@@ -603,8 +812,21 @@ def error_capture(match: re.Match) -> str:
     )
 
 
+# Search finds the lessons first: a learner who types "cuDNN" wants the lesson that explains it,
+# not a results table that names it 40 times (its snippet a wall of table cells). The results
+# pages are left out of the index (even boosted down to 0.01, a title match ranked them first):
+# the results index and each lesson's links lead to them. The home page and the lists of
+# exercises and results rank below the lessons (Material multiplies a page's score by its boost).
+SEARCH_BOOSTS = {"index.md": 0.3, "exercises.md": 0.5, "performance.md": 0.5}
+
+
 def on_page_markdown(markdown: str, page, config: MkDocsConfig, files: Files) -> str:
     src_uri = page.file.src_uri
+    search = page.meta.setdefault("search", {})
+    if src_uri.startswith("perf/"):
+        search.setdefault("exclude", True)
+    elif src_uri in SEARCH_BOOSTS:
+        search.setdefault("boost", SEARCH_BOOSTS[src_uri])
     if src_uri.startswith("perf/") and src_uri.endswith(".md"):
         return perf_page(markdown, src_uri)
     if src_uri == "troubleshooting.md":
@@ -613,17 +835,33 @@ def on_page_markdown(markdown: str, page, config: MkDocsConfig, files: Files) ->
 
 
 TABLE_HEADER = re.compile(r"(<th\b[^>]*>)(.*?)(</th>)", flags=re.S)
+EXCERPT_TITLE = re.compile(r'<span class="filename">([^<]+?) \(lines (\d+)-(\d+)\)</span>')
 
 
 def on_page_content(html: str, page, config: MkDocsConfig, files: Files) -> str:
-    """A table header may break after an underscore: `sum_v5_vectorized_grid_stride` fits."""
+    """A table header may break after an underscore: `sum_v5_vectorized_grid_stride` fits. An
+    excerpt's title, `csrc/relu.cpp (lines 12-30)`, links to those lines on the file's page."""
 
     def breakable(match: re.Match) -> str:
         parts = re.split(r"(<[^>]+>)", match[2])
         text = "".join(p if p.startswith("<") else p.replace("_", "_<wbr>") for p in parts)
         return match[1] + text + match[3]
 
-    return TABLE_HEADER.sub(breakable, html)
+    lesson = SOURCES.get(page.file.src_uri)
+
+    def linked(match: re.Match) -> str:
+        name, first, last = match[1], match[2], match[3]
+        source = posixpath.normpath(posixpath.join(posixpath.dirname(lesson or ""), name))
+        target = files.get_file_from_path(page_for(source)) if lesson else None
+        if target is None:
+            return match[0]
+        href = f"{target.url_relative_to(page.file)}#__codelineno-0-{first}"
+        return (
+            f'<span class="filename"><a href="{href}" title="{name} on its own page">{name}</a>'
+            f" (lines {first}-{last})</span>"
+        )
+
+    return TABLE_HEADER.sub(breakable, EXCERPT_TITLE.sub(linked, html))
 
 
 def on_serve(server, config: MkDocsConfig, builder) -> None:

@@ -5,6 +5,7 @@ recurrence as a Python loop of PyTorch ops, forward alone and forward + backward
     python chapter5_extensions/benchmarks/benchmark.py                       # a few minutes on an H100
     python chapter5_extensions/benchmarks/benchmark.py --quick --no-compile  # seconds
     python chapter5_extensions/benchmarks/benchmark.py --out DIR             # DIR/chapter5_cuda.{md,json,png}
+    python chapter5_extensions/benchmarks/benchmark.py --plot-from DIR/chapter5_cuda.json  # the PNG again, no GPU
 
 Timed with gpu_timer.py, the course's one GPU timer. GPU ms: median of 30 CUDA-event timings,
 each with a cold L2, after the GPU slept long enough for the host to queue the whole call (4 times
@@ -28,11 +29,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from matplotlib.figure import Figure
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # the chapter folder: build_inplace, custom_ops
 
+import plot_style  # noqa: E402
 from gpu_timer import Timer  # noqa: E402
 
 
@@ -249,32 +252,32 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+def plot(result: dict, path: Path) -> Figure:
+    """GB/s against size of fused_bias_relu and reduce_sum, each case beside the floor: copy_'s
+    bandwidth, dashed."""
+    fig = plot_style.figure(height=5)
+    axes = fig.subplots(1, 2, sharey=True)
     rows = result["bandwidth"]
     copy = {r["numel"]: r["bytes"] / r["gpu_ms"] / 1e6 for r in rows if r["op"] == "copy_"}
     for ax, op in zip(axes, ["fused_bias_relu", "reduce_sum"], strict=True):
-        ax.plot(list(copy), list(copy.values()), "k--", label="copy_ (floor)")
+        ax.plot(list(copy), list(copy.values()), label="copy_ (floor)", **plot_style.REFERENCE)
         for case in dict.fromkeys(r["case"] for r in rows if r["op"] == op):
             points = [
                 (r["numel"], r["bytes"] / r["gpu_ms"] / 1e6)
                 for r in rows
                 if r["op"] == op and r["case"] == case
             ]
-            ax.plot(*zip(*points, strict=True), marker="o", label=case)
-        ax.set_xscale("log", base=2)
+            ax.plot(*zip(*points, strict=True), label=case)
+        plot_style.log2_axis(ax, "x", [2**e for e in range(10, 29, 6)])
         ax.set_xlabel("elements (float32)")
-        ax.set_title(op)
-        ax.legend()
-    axes[0].set_ylabel("GB/s")
-    fig.suptitle(f"custom_ops on {result['gpu']}, {result['date']}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        ax.set_title(op, loc="left")
+    plot_style.zero_based_y(axes[0], "GB/s")
+    # eager PyTorch (left) and torch.sum (right) come first in their panels: PyTorch's own op
+    # has one colour in both, as torch.compile and custom_ops do.
+    plot_style.legend_below(fig, ncols=3)
+    fig.suptitle(f"custom_ops on {result['gpu']}, torch {result['torch']}, {result['date']}")
+    plot_style.save(fig, path)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,7 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, seconds")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--out", type=Path, help="write chapter5_cuda.{md,json,png} here")
+    parser.add_argument(
+        "--plot-from",
+        type=Path,
+        help="only redraw the plot from an earlier run's JSON, as a PNG beside it (no GPU)",
+    )
     args = parser.parse_args(argv)
+    if args.plot_from:
+        plot(json.loads(args.plot_from.read_text()), args.plot_from.with_suffix(".png"))
+        return 0
     if not torch.cuda.is_available():
         print("benchmark.py needs a CUDA GPU (torch.cuda.is_available() is False); the tables in")
         print("the lesson were measured on one (see docs/perf/h100/).")

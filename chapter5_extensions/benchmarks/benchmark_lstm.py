@@ -5,6 +5,7 @@ of torch.nn.LSTMCell and that loop with the cell compiled (chapter 5, "A whole L
     python chapter5_extensions/benchmarks/benchmark_lstm.py --quick         # small shapes, seconds
     python chapter5_extensions/benchmarks/benchmark_lstm.py --out DIR       # DIR/lstm_layer.{md,json,png}
     python chapter5_extensions/benchmarks/benchmark_lstm.py --profile       # where ours spends its time
+    python chapter5_extensions/benchmarks/benchmark_lstm.py --plot-from DIR/lstm_layer.json  # the PNG again, no GPU
 
 Timed with gpu_timer.py, the course's one GPU timer: GPU ms is the median of CUDA-event timings
 with a cold L2 and the host's work queued ahead (what the GPU needs); back to back is events around
@@ -27,11 +28,13 @@ import sys
 from pathlib import Path
 
 import torch
+from matplotlib.figure import Figure
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # the chapter folder: build_inplace, custom_ops
 
+import plot_style  # noqa: E402  (the course's one plot style)
 from gpu_timer import Timer, event_ms  # noqa: E402  (the course's one GPU timer)
 
 CASES = [(64, 8, 512), (64, 64, 1024), (256, 64, 1024), (64, 4096, 1024)]
@@ -404,28 +407,24 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def plot(result: dict, path: Path) -> Figure:
+    """GPU ms of fwd+bwd against batch size, both on log axes: the float32 sweep (T = 64,
+    H = I = 1024) of ours, cuDNN's nn.LSTM and the loop of nn.LSTMCell."""
+    fig = plot_style.figure(height=5)
+    ax = fig.subplots()
     for impl in ("ours", "cuDNN nn.LSTM", "loop of nn.LSTMCell"):
         points = sorted((r["B"], r["gpu_ms"]) for r in result["sweep"] if r["impl"] == impl)
         if points:
-            ax.plot(*zip(*points, strict=True), marker="o", label=impl)
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="batch size B",
-        ylabel="GPU ms, fwd+bwd",
-        title=f"One LSTM layer, T=64, H=I=1024, float32 ({result['gpu']})",
-    )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+            ax.plot(*zip(*points, strict=True), label=impl)
+    plot_style.log2_axis(ax, "x", sorted({r["B"] for r in result["sweep"]}), powers=False)
+    ax.set_xlabel("batch size B")
+    plot_style.log_axis(ax, "y")
+    ax.set_ylabel("GPU ms, fwd+bwd")
+    ax.set_title("One LSTM layer, T=64, H=I=1024, float32", loc="left")
+    plot_style.legend_below(fig, ncols=3)
+    fig.suptitle(f"{result['gpu']}, torch {result['torch']}, {result['date']}")
+    plot_style.save(fig, path)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -452,7 +451,15 @@ def main(argv: list[str] | None = None) -> int:
         help="an earlier lstm_layer.json: keep its rows of the other dtypes and its sweep "
         "(after a change that touched one dtype's code only)",
     )
+    parser.add_argument(
+        "--plot-from",
+        type=Path,
+        help="only redraw the plot from an earlier run's JSON, as a PNG beside it (no GPU)",
+    )
     args = parser.parse_args(argv)
+    if args.plot_from:
+        plot(json.loads(args.plot_from.read_text()), args.plot_from.with_suffix(".png"))
+        return 0
     if not torch.cuda.is_available():
         print("benchmark_lstm.py needs a CUDA GPU (torch.cuda.is_available() is False); the")
         print("lesson's tables were measured on one (see docs/perf/h100/lstm_layer.md).")
