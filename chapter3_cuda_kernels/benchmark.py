@@ -175,8 +175,11 @@ def gbps(value: float) -> str:
 
 
 def size_table(rows: list[dict], cases: list[str], cell, caption: str) -> list[str]:
-    """One line per size (2^k elements), one column per case; cell(row) formats a measurement."""
+    """One line per size (2^k elements), one column per case; cell(row) formats a measurement.
+    The caption, what a cell holds, comes first: it belongs to the table below it."""
     lines = [
+        f"Cells: {caption}.",
+        "",
         f"| elements | {' | '.join(cases)} |",
         "| ---: | " + " | ".join("---:" for _ in cases) + " |",
     ]
@@ -184,7 +187,7 @@ def size_table(rows: list[dict], cases: list[str], cell, caption: str) -> list[s
         by_case = {r["case"]: r for r in rows if r["numel"] == numel}
         cells = [cell(by_case[c]) if c in by_case else "" for c in cases]
         lines.append(f"| 2^{numel.bit_length() - 1} | {' | '.join(cells)} |")
-    return [*lines, "", f"Cells: {caption}.", ""]
+    return [*lines, ""]
 
 
 def to_markdown(result: dict) -> str:
