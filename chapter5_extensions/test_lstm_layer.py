@@ -982,7 +982,14 @@ def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
     assert benchmark_lstm.main(["--quick", "--no-compile", "--out", str(tmp_path)]) == 0
     records = json.loads((tmp_path / "lstm_layer.json").read_text())["rows"]
     assert {r["impl"] for r in records} >= {"ours", "cuDNN nn.LSTM", "loop of nn.LSTMCell"}
-    assert all(r["gpu_ms"] > 0 for r in records)
+    assert all(r["gpu_ms"] > 0 and r["loop_ms"] > 0 for r in records)
+    # Every dtype, the mixed-precision user's included, with ours and cuDNN in each pass.
+    dtypes = {"float32", "bfloat16", "float16", "autocast-float16", "autocast-bfloat16"}
+    assert {r["dtype"] for r in records} == dtypes
+    for dtype in dtypes:
+        for pass_name in ("fwd", "fwd+bwd"):
+            impls = {r["impl"] for r in records if (r["dtype"], r["pass"]) == (dtype, pass_name)}
+            assert {"ours", "cuDNN nn.LSTM"} <= impls, (dtype, pass_name)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")

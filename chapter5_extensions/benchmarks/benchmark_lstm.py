@@ -1,5 +1,6 @@
 """The whole LSTM layer on a CUDA GPU: custom_ops.LSTM against cuDNN's torch.nn.LSTM, a Python loop
-of torch.nn.LSTMCell and that loop with the cell compiled (chapter 5, "A whole LSTM layer").
+of torch.nn.LSTMCell and, in float32, that loop with the cell compiled (chapter 5, "A whole LSTM
+layer").
 
     python chapter5_extensions/benchmarks/benchmark_lstm.py                 # a few minutes on an H100
     python chapter5_extensions/benchmarks/benchmark_lstm.py --quick         # small shapes, seconds
@@ -7,14 +8,18 @@ of torch.nn.LSTMCell and that loop with the cell compiled (chapter 5, "A whole L
     python chapter5_extensions/benchmarks/benchmark_lstm.py --profile       # where ours spends its time
     python chapter5_extensions/benchmarks/benchmark_lstm.py --plot-from DIR/lstm_layer.json  # the PNG again, no GPU
 
-Timed with gpu_timer.py, the course's one GPU timer: GPU ms is the median of CUDA-event timings
-with a cold L2 and the host's work queued ahead (what the GPU needs); back to back is events around
-calls in a row (what a training loop sees when the host is the slower side). "fwd" runs under
-torch.no_grad() (inference); "fwd+bwd" is the forward and torch.autograd.grad of every input and
+Timed with gpu_timer.py, the course's one GPU timer: back to back is events around calls in a row
+(what a training loop pays), GPU ms the median of CUDA-event timings with a cold L2 and the host's
+work queued ahead (what the GPU needs). Ours and cuDNN (and their variants) take turns, three
+rounds, with the same number of calls in a row; the Python loops of nn.LSTMCell are timed alone.
+"fwd" is inference: the models in eval() and torch.no_grad() (cuDNN then runs its inference
+kernels); "fwd+bwd" is the forward in train() and torch.autograd.grad of every input and
 parameter. Every implementation runs with PyTorch's defaults: float32 products on TF32 tensor cores
 in cuDNN's RNN and in ours (torch.backends.cudnn.rnn.fp32_precision = "tf32"), in full float32 in
 nn.LSTMCell (torch.backends.cuda.matmul.fp32_precision = "ieee"); the "TF32 off" rows turn the
-RNN flag off for both.
+RNN flag off for both. The dtypes "autocast-float16" and "autocast-bfloat16" are a mixed-precision
+user: float32 models called under torch.autocast("cuda", dtype); nn.LSTM then runs in float16
+either way (autocast's list puts the cuDNN RNN in float16), ours in the autocast dtype.
 """
 
 from __future__ import annotations
@@ -37,9 +42,14 @@ sys.path.insert(0, str(HERE.parent))  # the chapter folder: build_inplace, custo
 import plot_style  # noqa: E402  (the course's one plot style)
 from gpu_timer import Timer, event_ms  # noqa: E402  (the course's one GPU timer)
 
-CASES = [(64, 8, 512), (64, 64, 1024), (256, 64, 1024), (64, 4096, 1024)]
+CASES = [(64, 8, 512), (64, 64, 1024), (256, 64, 1024), (128, 32, 256), (64, 4096, 1024)]
 QUICK_CASES = [(16, 8, 128), (16, 64, 256)]
+DTYPES = "float32,bfloat16,float16,autocast-float16,autocast-bfloat16"
 SWEEP_BATCHES = [1, 4, 16, 64, 256, 1024, 4096]  # T = 64, H = I = 1024, float32, fwd+bwd
+# Where cuDNN is at its best: float16 (its persistent kernel takes B <= 128, H <= 1024), T = 256,
+# the shapes of FlashRNN's comparison (Poppel et al., 2024); fwd+bwd, ours against cuDNN.
+HALF_SWEEP_BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+HALF_SWEEP_HIDDEN = [768, 1024]
 # --persistent-sweep: where the persistent kernel beats the step loop (T = 64, H = I).
 PERSISTENT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
 PERSISTENT_HIDDEN = [256, 512, 1024]
@@ -100,6 +110,7 @@ def graphed(model, x, grad_y, params):
     """(forward, forward_backward) replayed from CUDA graphs: the host launches one graph per
     pass instead of every kernel of every step. The forward is captured under no_grad; the
     forward+backward through make_graphed_callables, which graphs both directions."""
+    model.eval()  # the forward graph is inference, as the "fwd" rows are
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side), torch.no_grad():
@@ -109,6 +120,7 @@ def graphed(model, x, grad_y, params):
     graph = torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(graph):
         model(x)
+    model.train()
     x_grad = x.clone().requires_grad_()
     module = torch.cuda.make_graphed_callables(FirstOutput(model), (x_grad,))
     return graph.replay, fwd_bwd(module, x_grad, [x_grad, *params], grad_y)
@@ -117,6 +129,14 @@ def graphed(model, x, grad_y, params):
 def no_tf32(call):
     def run(x):
         with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            return call(x)
+
+    return run
+
+
+def under_autocast(call, dtype):
+    def run(x):
+        with torch.autocast("cuda", dtype=dtype):
             return call(x)
 
     return run
@@ -140,16 +160,39 @@ def timed(timer: Timer, fn) -> dict:
     return timer.measure(fn, runs=runs, loop=10 if ms < 5 else 1)
 
 
-def rows_for(timer: Timer, steps: int, batch: int, hidden: int, dtype, use_compile: bool):
-    impls = implementations(hidden, dtype, use_compile)
-    if dtype == torch.float32:
+def timed_in_turns(timer: Timer, fns: dict) -> dict:
+    """Timer.measure_in_turns of fns with one count of runs and of calls in a row for all, chosen
+    from the slowest of them: no implementation is timed with a shorter loop than another."""
+    slowest = 0.0
+    for fn in fns.values():
+        fn()  # the warm-up: first launch, caching allocator, cuDNN's plan
+        slowest = max(slowest, event_ms(fn))
+    runs = int(min(10, max(3, 700 / max(slowest, 1e-3))))
+    return timer.measure_in_turns(fns, rounds=3, runs=runs, loop=10 if slowest < 5 else 2)
+
+
+def rows_for(timer: Timer, steps: int, batch: int, hidden: int, dtype_name: str, use_compile: bool):
+    """One row per (pass, implementation) at one shape and dtype ("float16", or
+    "autocast-float16": float32 models under autocast)."""
+    autocast = dtype_name.startswith("autocast-")
+    dtype = torch.float32 if autocast else getattr(torch, dtype_name)
+    # The compiled loop in float32 only: one compilation per shape is minutes of a run already.
+    impls = implementations(hidden, dtype, use_compile and dtype_name == "float32")
+    if autocast:
+        half = getattr(torch, dtype_name.removeprefix("autocast-"))
+        impls = {
+            name: (model, under_autocast(call, half))
+            for name, (model, call) in impls.items()
+            if name in ("ours", "cuDNN nn.LSTM")
+        }
+    elif dtype == torch.float32:
         for name in ("ours", "cuDNN nn.LSTM"):
             model, call = impls[name]
             impls[f"{name}, TF32 off"] = (model, no_tf32(call))
     x = torch.randn(steps, batch, hidden, device="cuda", dtype=dtype)
     x_grad = x.clone().requires_grad_()
     grad_y = torch.randn(steps, batch, hidden, device="cuda", dtype=dtype)
-    passes = {}
+    passes: dict[str, dict] = {"fwd": {}, "fwd+bwd": {}}
     for name, (model, call) in impls.items():
         params = list(model.parameters())
 
@@ -157,29 +200,35 @@ def rows_for(timer: Timer, steps: int, batch: int, hidden: int, dtype, use_compi
             with torch.no_grad():
                 call(x)
 
-        passes[name] = {"fwd": forward, "fwd+bwd": fwd_bwd(call, x_grad, [x_grad, *params], grad_y)}
-        if "compiled" in name:  # the compiled loop: fwd+bwd only (each pass compiles anew)
-            del passes[name]["fwd"]
+        if "compiled" not in name:  # the compiled loop: fwd+bwd only (each pass compiles anew)
+            passes["fwd"][name] = forward
+        passes["fwd+bwd"][name] = fwd_bwd(call, x_grad, [x_grad, *params], grad_y)
     # Graphs keep their memory in private pools; at T*B*H = 2^28 four of them do not fit in
     # 80 GB, and there the GPU's work dwarfs the host's launches anyway.
-    graph_names = ("ours", "cuDNN nn.LSTM") if steps * batch * hidden <= 2**25 else ()
-    for name in graph_names:
+    small = steps * batch * hidden <= 2**25
+    for name in ("ours", "cuDNN nn.LSTM") if small and not autocast else ():
         model = impls[name][0]
         try:
             forward, forward_backward = graphed(model, x, grad_y, list(model.parameters()))
         except RuntimeError as error:  # say so, and go on without the row
             print(f"  {name} could not be captured in a CUDA graph: {str(error)[:200]}")
             continue
-        passes[f"{name}, CUDA graph"] = {"fwd": forward, "fwd+bwd": forward_backward}
-    for name, fns in passes.items():
-        for pass_name, fn in fns.items():
-            m = timed(timer, fn)
+        passes["fwd"][f"{name}, CUDA graph"] = forward
+        passes["fwd+bwd"][f"{name}, CUDA graph"] = forward_backward
+    models = {id(model): model for model, _ in impls.values()}.values()
+    for pass_name, fns in passes.items():
+        for model in models:  # inference in eval(): cuDNN's forward then keeps no workspace
+            model.train(pass_name == "fwd+bwd")
+        together = {n: f for n, f in fns.items() if "nn.LSTMCell" not in n}
+        measured = timed_in_turns(timer, together)
+        measured |= {n: timed(timer, f) for n, f in fns.items() if n not in together}
+        for name, m in measured.items():
             yield {
                 "case": f"T={steps} B={batch} H={hidden}",
                 "T": steps,
                 "B": batch,
                 "H": hidden,
-                "dtype": str(dtype).removeprefix("torch."),
+                "dtype": dtype_name,
                 "pass": pass_name,
                 "impl": name,
                 "gpu_ms": m["gpu_ms"],
@@ -189,11 +238,42 @@ def rows_for(timer: Timer, steps: int, batch: int, hidden: int, dtype, use_compi
                 "runs_host_not_hidden": m["runs_host_not_hidden"],
             }
             print(
-                f"  {steps:4d} {batch:5d} {hidden:5d} {dtype} {pass_name:8s} {name:34s} "
-                f"{m['gpu_ms']:9.3f} ms  (back to back {m['loop_ms']:.3f}, host "
+                f"  {steps:4d} {batch:5d} {hidden:5d} {dtype_name:17s} {pass_name:8s} {name:34s} "
+                f"back to back {m['loop_ms']:9.3f} ms  (GPU {m['gpu_ms']:.3f}, host "
                 f"{m['host_ms']:.3f})",
                 flush=True,
             )
+    for model in models:
+        model.train()
+
+
+def half_sweep(timer: Timer) -> list[dict]:
+    """fwd+bwd of ours and cuDNN in float16 at T = 256, H = I in HALF_SWEEP_HIDDEN, B from 1 to
+    256: where cuDNN's persistent kernel runs, and where ours and it cross."""
+    rows = []
+    for hidden in HALF_SWEEP_HIDDEN:
+        impls = implementations(hidden, torch.float16, use_compile=False)
+        impls.pop("loop of nn.LSTMCell")
+        for batch in HALF_SWEEP_BATCHES:
+            x = torch.randn(256, batch, hidden, device="cuda", dtype=torch.float16)
+            x.requires_grad_()
+            grad_y = torch.randn_like(x)
+            fns = {
+                name: fwd_bwd(call, x, [x, *model.parameters()], grad_y)
+                for name, (model, call) in impls.items()
+            }
+            for name, m in timed_in_turns(timer, fns).items():
+                rows.append({"H": hidden, "B": batch, "impl": name, **{
+                    k: m[k] for k in ("gpu_ms", "loop_ms")}})  # fmt: skip
+            by = {r["impl"]: r["loop_ms"] for r in rows[-2:]}
+            print(
+                f"  float16 T=256 H={hidden} B={batch:3d}: ours {by['ours']:.3f} ms, cuDNN "
+                f"{by['cuDNN nn.LSTM']:.3f} ms back to back",
+                flush=True,
+            )
+        gc.collect()
+        torch.cuda.empty_cache()
+    return rows
 
 
 def with_path(path: str, fn):
@@ -337,11 +417,48 @@ def profile(steps: int = 64, batch: int = 64, hidden: int = 1024, dtype=torch.fl
     return "\n".join(lines) + "\n"
 
 
-def summary_table(result: dict) -> list[str]:
-    """Forward + backward only, one row per shape and dtype: GPU ms / back-to-back ms of each
-    implementation, and GPU ms of the CUDA-graph rows (the lesson quotes this table)."""
+def ms(v: float) -> str:
+    """Three significant digits, trailing zeros kept: 2.30, 27.1, 278."""
+    return f"{v:#.3g}".rstrip(".")
+
+
+def against_cudnn(result: dict) -> list[str]:
+    """Ours / cuDNN, back to back, a row per shape and a column per dtype and pass: the lesson's
+    table. Below 1, ours is faster; GPU time is in the tables below."""
+    columns = [
+        ("float32", "fwd+bwd"),
+        ("bfloat16", "fwd+bwd"),
+        ("float16", "fwd"),
+        ("float16", "fwd+bwd"),
+        ("autocast-float16", "fwd+bwd"),
+        ("autocast-bfloat16", "fwd+bwd"),
+    ]
+    loop = {
+        (r["T"], r["B"], r["H"], r["dtype"], r["pass"], r["impl"]): r["loop_ms"]
+        for r in result["rows"]
+    }
+    shapes = list(dict.fromkeys((r["T"], r["B"], r["H"]) for r in result["rows"]))
     lines = [
-        "Forward + backward, GPU ms / back-to-back ms (CUDA-graph columns: GPU ms):",
+        "Ours / cuDNN, back-to-back time of one call (below 1: ours is faster):",
+        "",
+        "| T, B, H | " + " | ".join(f"{d} {p}" for d, p in columns) + " |",
+        "| --- | " + " | ".join("---:" for _ in columns) + " |",
+    ]
+    for shape in shapes:
+        cells = []
+        for dtype, pass_name in columns:
+            ours = loop.get((*shape, dtype, pass_name, "ours"))
+            cudnn = loop.get((*shape, dtype, pass_name, "cuDNN nn.LSTM"))
+            cells.append(f"{ours / cudnn:.2f}" if ours and cudnn else "")
+        lines.append(f"| {', '.join(map(str, shape))} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def summary_table(result: dict) -> list[str]:
+    """Forward + backward only, one row per shape and dtype: back-to-back ms / GPU ms of each
+    implementation, and GPU ms of the CUDA-graph rows."""
+    lines = [
+        "Forward + backward, back-to-back ms / GPU ms (CUDA-graph columns: GPU ms):",
         "",
         "| T, B, H | dtype | ours | cuDNN `nn.LSTM` | loop of `nn.LSTMCell` | ours, CUDA graph "
         "| cuDNN, CUDA graph |",
@@ -352,11 +469,8 @@ def summary_table(result: dict) -> list[str]:
         if r["pass"] == "fwd+bwd":
             table.setdefault((r["T"], r["B"], r["H"], r["dtype"]), {})[r["impl"]] = r
 
-    def ms(v: float) -> str:  # three significant digits, trailing zeros kept: 2.30, 27.1, 278
-        return f"{v:#.3g}".rstrip(".")
-
     def both(r) -> str:
-        return f"{ms(r['gpu_ms'])} / {ms(r['loop_ms'])}" if r else "not run"
+        return f"{ms(r['loop_ms'])} / {ms(r['gpu_ms'])}" if r else "not run"
 
     def gpu(r) -> str:
         return ms(r["gpu_ms"]) if r else "not run"
@@ -374,22 +488,48 @@ def to_markdown(result: dict) -> str:
     lines = [
         f"{result['gpu']}; torch {result['torch']}, CUDA {result['cuda']}, cuDNN "
         f"{result['cudnn']}; {result['date']}.",
-        "GPU ms: median of CUDA-event timings, cold L2, host hidden; back to back: per call in a "
-        "row. One layer, I = H.",
+        "Back to back: events around calls in a row, per call (what a training loop pays); ours "
+        "and cuDNN take turns, three rounds, the same number of calls in a row. GPU ms: median of "
+        "CUDA-event timings, cold L2, host hidden. fwd: eval() and no_grad(). One layer, I = H.",
         "",
-        "| T, B, H | dtype | pass | implementation | GPU ms | back to back ms | GPU ms / ours |",
+        *against_cudnn(result),
+        "",
+        "| T, B, H | dtype | pass | implementation | back to back ms | GPU ms "
+        "| back to back / cuDNN's |",
         "| --- | --- | --- | --- | ---: | ---: | ---: |",
     ]
     rows = result["rows"]
-    ours = {(r["case"], r["dtype"], r["pass"]): r["gpu_ms"] for r in rows if r["impl"] == "ours"}
+    cudnn = {
+        (r["case"], r["dtype"], r["pass"]): r["loop_ms"]
+        for r in rows
+        if r["impl"] == "cuDNN nn.LSTM"
+    }
     for r in rows:
-        key = (r["case"], r["dtype"], r["pass"])
-        speed = f"{r['gpu_ms'] / ours[key]:.2f}"
+        base = cudnn.get((r["case"], r["dtype"], r["pass"]))
+        ratio = f"{r['loop_ms'] / base:.2f}" if base else ""
         lines.append(
             f"| {r['T']}, {r['B']}, {r['H']} | {r['dtype']} | {r['pass']} | {r['impl']} | "
-            f"{r['gpu_ms']:.3f} | {r['loop_ms']:.3f} | {speed} |"
+            f"{r['loop_ms']:.3f} | {r['gpu_ms']:.3f} | {ratio} |"
         )
     lines += ["", *summary_table(result)]
+    if result.get("half_sweep"):
+        lines += [
+            "",
+            "float16, T = 256, H = I, fwd+bwd, back-to-back ms (GPU ms), ours and cuDNN in turns:",
+            "",
+            "| H | B | ours | cuDNN nn.LSTM | ours / cuDNN |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+        ]
+        by: dict = {}
+        for r in result["half_sweep"]:
+            by.setdefault((r["H"], r["B"]), {})[r["impl"]] = r
+        for (hidden, batch), pair in by.items():
+            ours, cudnn_row = pair["ours"], pair["cuDNN nn.LSTM"]
+            lines.append(
+                f"| {hidden} | {batch} | {ms(ours['loop_ms'])} ({ms(ours['gpu_ms'])}) | "
+                f"{ms(cudnn_row['loop_ms'])} ({ms(cudnn_row['gpu_ms'])}) | "
+                f"{ours['loop_ms'] / cudnn_row['loop_ms']:.2f} |"
+            )
     if result.get("sweep"):
         lines += [
             "",
@@ -408,20 +548,48 @@ def to_markdown(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> Figure:
-    """GPU ms of fwd+bwd against batch size, both on log axes: the float32 sweep (T = 64,
-    H = I = 1024) of ours, cuDNN's nn.LSTM and the loop of nn.LSTMCell."""
-    fig = plot_style.figure(height=5)
-    ax = fig.subplots()
+    """Ours against cuDNN as the batch grows, both axes log: float32 GPU ms of fwd+bwd at T = 64,
+    H = I = 1024 (with the loop of nn.LSTMCell), and, where the run has it, float16 back-to-back
+    ms at T = 256, H = 768 and 1024 (where cuDNN's persistent kernel runs), each panel with its
+    legend under it."""
+    half = result.get("half_sweep", [])
+    fig = plot_style.figure(height=10 if half else 5)
+    panels = fig.subfigures(2, 1) if half else [fig]
+    ax = top = panels[0].subplots()
     for impl in ("ours", "cuDNN nn.LSTM", "loop of nn.LSTMCell"):
         points = sorted((r["B"], r["gpu_ms"]) for r in result["sweep"] if r["impl"] == impl)
         if points:
-            ax.plot(*zip(*points, strict=True), label=impl)
+            last = points[-1][0]
+            label = impl if last == max(SWEEP_BATCHES) else f"{impl} (to B = {last})"
+            ax.plot(*zip(*points, strict=True), label=label)
     plot_style.log2_axis(ax, "x", sorted({r["B"] for r in result["sweep"]}), powers=False)
     ax.set_xlabel("batch size B")
     plot_style.log_axis(ax, "y")
     ax.set_ylabel("GPU ms, fwd+bwd")
     ax.set_title("One LSTM layer, T=64, H=I=1024, float32", loc="left")
-    plot_style.legend_below(fig, ncols=3)
+    plot_style.legend_below(panels[0], ncols=3)
+    if half:
+        ax = panels[1].subplots()
+        # A colour per implementation (the top panel's), a line style per H.
+        colours = {line.get_label().split(" (")[0]: line.get_color() for line in top.get_lines()}
+        for hidden, style in zip(sorted({r["H"] for r in half}), ("--", "-"), strict=False):
+            for impl in ("ours", "cuDNN nn.LSTM"):
+                points = sorted(
+                    (r["B"], r["loop_ms"]) for r in half if r["impl"] == impl and r["H"] == hidden
+                )
+                ax.plot(
+                    *zip(*points, strict=True),
+                    linestyle=style,
+                    color=colours.get(impl),
+                    marker="o" if impl == "ours" else "s",
+                    label=f"{impl}, H={hidden}",
+                )
+        plot_style.log2_axis(ax, "x", [1, 4, 16, 64, 256], powers=False)
+        ax.set_xlabel("batch size B")
+        plot_style.log_axis(ax, "y")
+        ax.set_ylabel("back-to-back ms, fwd+bwd")
+        ax.set_title("float16, T=256, H=I: cuDNN's persistent kernel", loc="left")
+        plot_style.legend_below(panels[1], ncols=2)
     fig.suptitle(f"{result['gpu']}, torch {result['torch']}, {result['date']}")
     plot_style.save(fig, path)
     return fig
@@ -443,13 +611,15 @@ def main(argv: list[str] | None = None) -> int:
         "--cases", help='only these shapes, "T,B,H;T,B,H" (default: the lesson\'s four)'
     )
     parser.add_argument(
-        "--dtypes", default="float32,bfloat16", help="comma-separated (default: both)"
+        "--dtypes",
+        default=DTYPES,
+        help=f"comma-separated (default: {DTYPES}; autocast-X is float32 under autocast to X)",
     )
     parser.add_argument(
         "--keep",
         type=Path,
-        help="an earlier lstm_layer.json: keep its rows of the other dtypes and its sweep "
-        "(after a change that touched one dtype's code only)",
+        help="an earlier lstm_layer.json: keep its rows of the shapes and dtypes not run now, and "
+        "its sweeps (a run in two parts, or after a change that touched one dtype's code only)",
     )
     parser.add_argument(
         "--plot-from",
@@ -487,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             (args.out / "lstm_persistent.md").write_text(table)
         return 0
     rows = []
-    dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
+    dtypes = args.dtypes.split(",")
     cases = QUICK_CASES if args.quick else CASES
     if args.cases:
         cases = [tuple(int(v) for v in case.split(",")) for case in args.cases.split(";")]
@@ -496,12 +666,16 @@ def main(argv: list[str] | None = None) -> int:
             rows += rows_for(timer, steps, batch, hidden, dtype, not args.no_compile)
             gc.collect()  # the last case's models and CUDA graphs, before the next allocates
             torch.cuda.empty_cache()
-    sweep = []
+    sweep, half = [], []
     if args.keep:
         kept = json.loads(args.keep.read_text())
-        rows = [r for r in kept["rows"] if r["dtype"] not in args.dtypes.split(",")] + rows
-        rows.sort(key=lambda r: (r["T"] * r["B"] * r["H"], r["T"], r["dtype"] != "float32"))
-        sweep = kept["sweep"]
+        ran = {(r["T"], r["B"], r["H"], r["dtype"]) for r in rows}
+        rows = [r for r in kept["rows"] if (r["T"], r["B"], r["H"], r["dtype"]) not in ran] + rows
+        order = {name: i for i, name in enumerate(DTYPES.split(","))}
+        rows.sort(key=lambda r: (r["T"] * r["B"] * r["H"], r["T"], order.get(r["dtype"], 99)))
+        sweep, half = kept.get("sweep", []), kept.get("half_sweep", [])
+    if not (args.quick or args.no_sweep or half):
+        half = half_sweep(timer)
     if not (args.quick or args.no_sweep or sweep):
         for batch in SWEEP_BATCHES:
             impls = implementations(1024, torch.float32, use_compile=False)
@@ -520,6 +694,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.date.today().isoformat(),
         "rows": rows,
         "sweep": sweep,
+        "half_sweep": half,
     }
     table = to_markdown(result)
     if not args.quick:  # the shape where ours leads cuDNN most, and the largest
