@@ -431,6 +431,7 @@ class SiteBuilder:
                     out.append(f"- [{heading}]({relative(page_for(lesson), page)}#{anchor})")
                     continue
                 exercise_page = f"exercises/{command[2]}_{command[3]}.md"
+                self.sources[exercise_page] = lesson  # its statement, which an edit changes
                 self.pages[exercise_page] = self.exercise_page(
                     chapter, lesson, heading, body, command[1], exercise_page
                 )
@@ -452,8 +453,9 @@ class SiteBuilder:
         solution = f"solutions/{chapter}/{source}"
         lesson_title = (REPO / lesson).read_text().splitlines()[0].removeprefix("# ")
         anchor = slugify(heading, "-")
-        # The statement, less its last line when that is only the command (it has its section).
-        text = body.strip().removesuffix(f"`{command}`").rstrip()
+        # The statement, up to its command (which has its own section below); what follows the
+        # last exercise's command is about the lesson's exercises in general.
+        text = body.strip().split(f"`{command}`", 1)[0].rstrip()
         statement = [self.rewrite_links(line, lesson, page) for line in text.splitlines()]
         numbered = re.match(r"(\d+)\. (.+)", heading)
         title = f"exercise {numbered[1]}: {numbered[2]}" if numbered else heading
@@ -560,6 +562,9 @@ class SiteBuilder:
                 out += [f"{fence}python", source, fence]
                 if runs:
                     shown, images = outputs_markdown(runs[code_index], f"{stem}-{code_index + 1}")
+                    # Its own look (course.css), so that an output never reads as more code.
+                    shown = [re.sub(r"^(`{3,})text$", r"\1{ .text .course-output }", line)
+                             for line in shown]  # fmt: skip
                     out += ["", *shown] if shown else []
                     for name, data in images.items():
                         self.images[posixpath.join(folder, name)] = data
@@ -650,7 +655,10 @@ def on_page_context(context, page, config: MkDocsConfig, nav):
     _, repo, branch = published_at()
     if repo:
         source = SOURCES.get(page.file.src_uri, f"docs/{page.file.src_uri}")
-        page.edit_url = f"{repo.removesuffix('.git')}/edit/{branch}/{source}"
+        kind = "tree" if (REPO / source).is_dir() else "edit"
+        page.edit_url = f"{repo.removesuffix('.git')}/{kind}/{branch}/{source}"
+        if not (REPO / source).exists():  # a page made of several files: the exercises' list
+            page.edit_url = None
     return context
 
 
@@ -714,9 +722,11 @@ def perf_referrers(rel: str) -> list[tuple[str, str]]:
     for chapter in CHAPTERS:
         number = re.match(r"chapter(\d+)_", chapter).group(1)
         for lesson in lesson_files(chapter):
-            if f"docs/perf/{rel}" in (REPO / lesson).read_text():
-                name = "lesson" if lesson.endswith("README.md") else Path(lesson).stem
-                found.append((f"chapter {number}'s {name}", page_for(lesson)))
+            text = (REPO / lesson).read_text()
+            if f"docs/perf/{rel}" in text:
+                title = text.splitlines()[0].removeprefix("# ").replace("`", "")
+                label = title if title.startswith("Chapter") else f"Chapter {number}: {title}"
+                found.append((label, page_for(lesson)))
     for doc in sorted((REPO / "docs").glob("*.md")):
         if f"perf/{rel}" in doc.read_text():
             found.append((f"the {doc.stem} page", doc.name))
@@ -816,8 +826,10 @@ def error_capture(match: re.Match) -> str:
 # not a results table that names it 40 times (its snippet a wall of table cells). The results
 # pages are left out of the index (even boosted down to 0.01, a title match ranked them first):
 # the results index and each lesson's links lead to them. The home page and the lists of
-# exercises and results rank below the lessons (Material multiplies a page's score by its boost).
+# exercises and results rank below the lessons, and a chapter's optional pages (further/) below
+# its main path (Material multiplies a page's score by its boost).
 SEARCH_BOOSTS = {"index.md": 0.3, "exercises.md": 0.5, "performance.md": 0.5}
+FURTHER_BOOST = 0.7
 
 
 def on_page_markdown(markdown: str, page, config: MkDocsConfig, files: Files) -> str:
@@ -827,6 +839,8 @@ def on_page_markdown(markdown: str, page, config: MkDocsConfig, files: Files) ->
         search.setdefault("exclude", True)
     elif src_uri in SEARCH_BOOSTS:
         search.setdefault("boost", SEARCH_BOOSTS[src_uri])
+    elif "/further/" in src_uri:
+        search.setdefault("boost", FURTHER_BOOST)
     if src_uri.startswith("perf/") and src_uri.endswith(".md"):
         return perf_page(markdown, src_uri)
     if src_uri == "troubleshooting.md":
@@ -835,6 +849,8 @@ def on_page_markdown(markdown: str, page, config: MkDocsConfig, files: Files) ->
 
 
 TABLE_HEADER = re.compile(r"(<th\b[^>]*>)(.*?)(</th>)", flags=re.S)
+# Code in a table's first cells (each row's name): a phone may wrap it after an underscore.
+FIRST_CELL_CODE = re.compile(r"(<tr>\s*<td[^>]*>)(.*?)(</td>)", flags=re.S)
 EXCERPT_TITLE = re.compile(r'<span class="filename">([^<]+?) \(lines (\d+)-(\d+)\)</span>')
 
 
@@ -861,7 +877,24 @@ def on_page_content(html: str, page, config: MkDocsConfig, files: Files) -> str:
             f" (lines {first}-{last})</span>"
         )
 
-    return TABLE_HEADER.sub(breakable, EXCERPT_TITLE.sub(linked, html))
+    def first_cell(match: re.Match) -> str:
+        cell = re.sub(
+            r"<code>(.*?)</code>",
+            lambda code: (
+                code[0] if "<" in code[1] else f"<code>{code[1].replace('_', '_<wbr>')}</code>"
+            ),
+            match[2],
+        )
+        return match[1] + cell + match[3]
+
+    html = FIRST_CELL_CODE.sub(
+        first_cell, TABLE_HEADER.sub(breakable, EXCERPT_TITLE.sub(linked, html))
+    )
+    if page.file.src_uri == "troubleshooting.md":  # a whole capture: in its fold, not in search
+        html = html.replace(
+            '<details class="quote">', '<details class="quote" data-search-exclude>'
+        )
+    return html
 
 
 def on_serve(server, config: MkDocsConfig, builder) -> None:

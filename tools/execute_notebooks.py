@@ -35,6 +35,12 @@ KEPT_TYPES = ("text/plain", "image/png", "image/jpeg", "image/svg+xml")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # Temporary folders named for a user (pytest's, Inductor's), as tests/test_repo.py finds them.
 USER_TMP = re.compile(r"/tmp/(pytest-of-|torchinductor_)[\w.-]+/")
+# torch's warning on a machine without a GPU, on every first import of cpp_extension: explained on
+# the troubleshooting page ("No CUDA toolkit"), and with its timestamp and process id only noise
+# under a notebook's first cell.
+NO_CUDA_RUNTIME = re.compile(
+    r"^W\d{4} [\d:.]+ +\d+ torch/utils/cpp_extension\.py:\d+\] No CUDA runtime is found.*\n?", re.M
+)
 # A copy larger than this is probably a plot at too high a resolution.
 MAX_BYTES = 500_000
 
@@ -142,7 +148,9 @@ def clean_outputs(outputs: list[dict]) -> list[dict]:
     for output in outputs:
         kind = output["output_type"]
         if kind == "stream":
-            output["text"] = clean_text(output["text"])
+            output["text"] = NO_CUDA_RUNTIME.sub("", clean_text(output["text"]))
+            if not output["text"]:
+                continue
         elif kind == "error":
             output["ename"] = clean_text(output["ename"])
             output["evalue"] = clean_text(output["evalue"])

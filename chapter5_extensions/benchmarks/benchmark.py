@@ -252,6 +252,9 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+PYTORCH_OWN = ("eager PyTorch", "torch.sum")
+
+
 def plot(result: dict, path: Path) -> Figure:
     """GB/s against size of fused_bias_relu and reduce_sum, each case beside the floor: copy_'s
     bandwidth, dashed."""
@@ -267,14 +270,15 @@ def plot(result: dict, path: Path) -> Figure:
                 for r in rows
                 if r["op"] == op and r["case"] == case
             ]
-            ax.plot(*zip(*points, strict=True), label=case)
+            # eager PyTorch (left) and torch.sum (right): PyTorch's own op, one colour and one
+            # legend entry for both, as torch.compile and custom_ops have.
+            label = "PyTorch's op (eager, torch.sum)" if case in PYTORCH_OWN else case
+            ax.plot(*zip(*points, strict=True), label=label)
         plot_style.log2_axis(ax, "x", [2**e for e in range(10, 29, 6)])
         ax.set_xlabel("elements (float32)")
         ax.set_title(op, loc="left")
     plot_style.zero_based_y(axes[0], "GB/s")
-    # eager PyTorch (left) and torch.sum (right) come first in their panels: PyTorch's own op
-    # has one colour in both, as torch.compile and custom_ops do.
-    plot_style.legend_below(fig, ncols=3)
+    plot_style.legend_below(fig, ncols=2)
     fig.suptitle(f"custom_ops on {result['gpu']}, torch {result['torch']}, {result['date']}")
     plot_style.save(fig, path)
     return fig
