@@ -529,6 +529,22 @@ PAGE_CHECK = """() => {
 }"""
 
 
+# Each wide table's first cell, after its wrapper scrolls sideways: where it went, if it left the
+# wrapper's box (position: sticky in docs/stylesheets/course.css keeps it there).
+STICKY_CHECK = """() => {
+  const moved = [];
+  for (const wrap of document.querySelectorAll(".md-typeset__scrollwrap")) {
+    const cell = wrap.querySelector("td");
+    if (!cell || wrap.scrollWidth <= wrap.clientWidth + 1) continue;
+    wrap.scrollLeft = 120;
+    const box = wrap.getBoundingClientRect(), left = cell.getBoundingClientRect().left;
+    if (left < box.left - 1) moved.push(`${cell.innerText.slice(0, 30)}: ${Math.round(left)} px`);
+    wrap.scrollLeft = 0;
+  }
+  return moved;
+}"""
+
+
 def source_pages(site: Path) -> dict[str, Path]:
     """The site's page for each source file (src/<path>/) -> the file."""
     pages = (str(p.relative_to(site).parent) for p in site.glob("src/**/index.html"))
@@ -624,6 +640,12 @@ def test_every_page_renders_in_chromium_with_its_code(site, served, width):
         assert overflowing == [], (
             f"wider than the column at {width} px, with no scroll cue:\n" + "\n".join(overflowing)
         )
+        # A table that scrolls keeps its first column in view: scrolled 120 px, the first cell
+        # of each wide table on chapter 3's page stays where the table's box begins.
+        chapter3 = next(c.name for c in CHAPTERS if c.name.startswith("chapter3_"))
+        tab.goto(f"{served}/{chapter3}/", wait_until="load")
+        moved = tab.evaluate(STICKY_CHECK)
+        assert moved == [], f"first cells that scroll out of view at {width} px: {moved}"
         # What a reviewer looks at: the home page, a lesson at its results, a results page and
         # an exercise, each at this width.
         shots = {
