@@ -637,6 +637,21 @@ def test_under_autocast_runs_in_autocasts_dtype(device_type, dtype, generator, o
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_under_cuda_autocast_nn_lstm_runs_float16_and_ours_the_dtype_asked(dtype):
+    """What the benchmark's autocast rows compare (benchmark_lstm.py, Part 2): autocast's list puts
+    the cuDNN RNN in float16, so nn.LSTM answers in float16 even when bfloat16 is asked (torch
+    2.11); ours computes in the dtype asked. A mixed-precision user who swaps one for the other
+    changes the precision of the layer when autocast asks for bfloat16."""
+    torch.manual_seed(0)
+    theirs, ours = torch.nn.LSTM(8, 16).cuda(), custom_ops.LSTM(8, 16).cuda()
+    x = torch.randn(5, 3, 8, device="cuda")
+    with torch.autocast("cuda", dtype=dtype):
+        assert theirs(x)[0].dtype == torch.float16
+        assert ours(x)[0].dtype == dtype
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("path", ["1", "0"], ids=["persistent", "step-loop"])
 def test_forward_can_be_captured_in_a_cuda_graph(path, generator, monkeypatch):
     """No synchronisation, no host-side allocation outside PyTorch's allocator: the forward
