@@ -10,8 +10,8 @@ website (shown 800 px wide, in light or dark mode) and on a phone.
     plot_style.legend_below(fig, ncols=2)
     plot_style.save(fig, path)                   # 1,600 px wide, transparent background
 
-Identical copies live in chapter3_cuda_kernels/, chapter4_autograd/,
-chapter5_extensions/benchmarks/ and tools/, so that each chapter folder runs on its own;
+Identical copies live in chapter3_cuda_kernels/, chapter4_autograd/ and
+chapter5_extensions/benchmarks/, so that each chapter folder runs on its own;
 tests/test_repo.py fails if they differ, tests/test_plots.py draws every committed plot with it.
 """
 

@@ -44,8 +44,9 @@ def load_script(path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 
 def plot_style() -> ModuleType:
-    """tools/plot_style.py, of which each chapter that plots has an identical copy."""
-    spec = importlib.util.spec_from_file_location("plot_style", REPO / "tools" / "plot_style.py")
+    """Chapter 3's plot_style.py (each chapter that plots has an identical copy)."""
+    path = REPO / "chapter3_cuda_kernels" / "plot_style.py"
+    spec = importlib.util.spec_from_file_location("plot_style", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

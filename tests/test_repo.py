@@ -223,7 +223,6 @@ SHARED_COPIES = {
         "chapter3_cuda_kernels",
         "chapter4_autograd",
         "chapter5_extensions/benchmarks",
-        "tools",
     ],
     "checks.h": ["chapter2_tensor_api", "chapter3_cuda_kernels", "chapter4_autograd"],
     "launch_utils.cuh": ["chapter3_cuda_kernels", "chapter4_autograd"],
