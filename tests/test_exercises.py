@@ -147,6 +147,41 @@ def test_reference_solution_reaches_its_speed_target(exercise_id, checker_runs):
     assert re.search(r"^  PASS  fast: ", result.stdout, flags=re.M), result.stdout
 
 
+@pytest.mark.slow
+@SHARES_CHECKER_RUNS
+@pytest.mark.parametrize("exercise_id", ["ch1/errors", "ch2/leaky_relu", "ch5/schema"])
+def test_a_cpp_exercise_compiles_with_its_precompiled_header(exercise_id, checker_runs):
+    """The checker's -include of torch's (or pybind11's) headers, precompiled, is the point only
+    if GCC uses the .gch: it silently reads the headers instead when a flag that matters differs
+    from the one the .gch was made with. This runs the build's own compile command, with -H (GCC
+    marks a precompiled header it loads with "!")."""
+    assert checker_runs[(exercise_id, "solution")].returncode == 0
+    folder = check_exercise.exercises_build_root() / f"{exercise_id.replace('/', '_')}_solution"
+    ninja = (folder / "build.ninja").read_text()
+    cflags = re.search(r"^cflags = (.*)$", ninja, flags=re.M).group(1)
+    assert "-include " in cflags, cflags
+    source = check_exercise.find_exercise(exercise_id).solution
+    compiler = os.environ.get("CXX", "c++")
+    result = subprocess.run(
+        f"{compiler} {cflags} -Winvalid-pch -fsyntax-only -H {source}",
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"^! \S+\.h\.gch$", result.stderr, flags=re.M), result.stderr[:3000]
+
+
+def test_no_precompiled_header_for_cuda_or_a_file_that_includes_less(tmp_path):
+    cuda = tmp_path / "kernel.cu"
+    cuda.write_text("#include <ATen/core/Tensor.h>\n#include <torch/library.h>\n")
+    assert check_exercise.precompiled_header([cuda], ["-O3"]) is None
+    # Without torch/library.h a set would show the learner's file a header it never included.
+    narrow = tmp_path / "narrow.cpp"
+    narrow.write_text("#include <ATen/core/Tensor.h>\nint f();\n")
+    assert check_exercise.precompiled_header([narrow], ["-O3"]) is None
+
+
 def test_there_are_three_to_five_exercises_per_chapter():
     for chapter in CHAPTERS:
         found = sorted((chapter / "exercises").glob("check_*.py"))

@@ -97,6 +97,8 @@ def make_venv() -> Path:
     # Bounded: on a machine whose network drops packets (a GPU box with no way out) pip's default
     # of 5 retries at 15 s each, for every file, held a test for minutes before it could skip.
     bounded = ["--retries", "1", "--timeout", "20"]
+    # --no-compile: pip would byte-compile all of torch's 6,000 .py files (15 s of CPU on 2
+    # cores); the tests import a few hundred, compiled as they load.
     result = run(
         [
             str(python),
@@ -104,6 +106,7 @@ def make_venv() -> Path:
             "pip",
             "install",
             "-q",
+            "--no-compile",
             *bounded,
             *index,
             NEWER_TORCH,
