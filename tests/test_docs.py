@@ -38,6 +38,10 @@ if os.environ.get("CI") != "true":
     )
 import yaml
 
+# One worker for the whole file under pytest -n: the site fixture is per module, so each worker
+# that ran a test of it would build the site again (15-20 s on 2 cores).
+pytestmark = pytest.mark.xdist_group("docs")
+
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p for p in REPO.glob("chapter*_*") if p.is_dir())
 # Every lesson page: a chapter's README.md, chapter 5's parts, each chapter's further/ pages.
