@@ -459,5 +459,43 @@ def test_block_sweep_tiny_run_writes_its_tables_and_plot(tmp_path, import_own_sc
     assert (tmp_path / "chapter3_block_sweep.png").stat().st_size > 0
 
 
+# ---- NVRTC in process (iterate_nvrtc.py) ---------------------------------------------------------
+
+
+def test_nvrtc_compiles_the_kernel_without_torch_headers(import_own_script):
+    """The compile a notebook cell makes after each edit. Without a GPU: the CUBIN for sm_90."""
+    iterate = import_own_script("iterate_nvrtc")
+    compiled = iterate.compile_kernel(iterate.edited(1))
+    if HAS_CUDA:
+        assert callable(compiled)
+    else:
+        assert compiled[:4] == b"\x7fELF"  # a CUBIN is an ELF file
+
+
+def test_nvrtc_reports_the_line_of_a_compile_error(import_own_script):
+    iterate = import_own_script("iterate_nvrtc")
+    broken = iterate.KERNEL.replace("const float s =", "const float s = undeclared +")
+    # NVRTC's own message: the file, the line (4: the kernel's first line is line 2) and what.
+    with pytest.raises(RuntimeError, match=r'\(4\): error: identifier "undeclared" is undefined'):
+        iterate.compile_kernel(broken)
+
+
+@pytest.mark.cuda
+def test_nvrtc_kernel_matches_torch_relu(import_own_script):
+    iterate = import_own_script("iterate_nvrtc")
+    # Not bit for bit: the compiler fuses x * s + b into one multiply-add, rounded once, where
+    # PyTorch rounds the product first, so the last bit may differ (4.8e-07 on the H200).
+    assert iterate.check_on_gpu() <= 1e-6
+
+
+@pytest.mark.cuda
+def test_nvrtc_kernel_rejects_what_it_cannot_index(import_own_script):
+    iterate = import_own_script("iterate_nvrtc")
+    kernel = iterate.compile_kernel()
+    x = torch.randn(4, 3, device="cuda", dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="float32"):
+        iterate.fused_bias_relu(kernel, x, torch.randn(3, device="cuda"), 0.5)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-rs"]))

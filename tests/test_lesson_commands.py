@@ -53,6 +53,10 @@ SKIPPED: list[tuple[str, str]] = [
     ),
     (r"build_times\.py", "about 100 s of cold builds, every build way twice"),
     (
+        r"iterate_nvrtc\.py --load-inline",
+        "two load_inline builds (about 2 minutes on 2 cores); test_chapter3.py runs the NVRTC part",
+    ),
+    (
         r"chapter1_cpp_to_python/benchmark\.py$",
         "the full benchmark (about 20 s); test_chapter1.py runs its --quick path",
     ),
