@@ -29,13 +29,15 @@ import build_utils
 import torch
 
 # The whole program NVRTC sees: no torch header, which is why it compiles in a fraction of a
-# second. Chapter 3's v1 (an element a thread, a grid-stride loop) with a float scale. Scalars are
-# int and double: _compile_kernel passes a Python int as a C int, a float as a double.
+# second. Shaped like chapter 3's v2 (a grid-stride loop), float only. Scalars are int and double:
+# _compile_kernel passes a Python int as a C int, a float as a double. The index is 64-bit: near
+# 2^31 elements an int would wrap past the end when the loop adds the grid's size.
 KERNEL = r"""
 __global__ void fused_bias_relu(const float* __restrict__ x, const float* __restrict__ bias,
                                 float* __restrict__ y, int numel, int cols, double scale) {
   const float s = static_cast<float>(scale);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < numel; i += gridDim.x * blockDim.x) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < numel; i += stride) {
     const float v = x[i] * s + bias[i % cols];
     y[i] = v < 0.f ? 0.f : v;  // NaN stays NaN, as in torch.relu
   }
@@ -44,30 +46,42 @@ __global__ void fused_bias_relu(const float* __restrict__ x, const float* __rest
 NAME = "fused_bias_relu"
 
 
-def compile_kernel(source: str = KERNEL):
-    """NVRTC, in process. On a GPU: the loaded kernel, callable as
+def compile_kernel(source: str = KERNEL, options: list[str] | None = None):
+    """NVRTC, in process. On a GPU: the kernel, loaded on the current GPU and callable as
     kernel(grid=(gx, 1, 1), block=(bx, 1, 1), args=[tensors and numbers]). Without one: the
-    compiled CUBIN's bytes, for sm_90 (torch's private helper: nothing to load it into)."""
+    compiled CUBIN's bytes, for sm_90 (torch's private helper: nothing to load it into).
+    `options` are NVRTC's, nvcc's spelling: ["--fmad=false"], say."""
     if torch.cuda.is_available():
-        return torch.cuda._compile_kernel(source, NAME)
+        return torch.cuda._compile_kernel(source, NAME, nvcc_options=options)
     from torch.cuda._utils import _nvrtc_compile
 
-    cubin, _ = _nvrtc_compile(source, NAME, "90")
+    cubin, _ = _nvrtc_compile(source, NAME, "90", nvcc_options=options)
     return cubin
 
 
 def fused_bias_relu(kernel, x: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
-    """y = relu(x * scale + bias) with the NVRTC kernel: x (rows, cols) float32 CUDA, contiguous."""
-    torch._check(x.is_cuda and x.dtype == torch.float32 and x.dim() == 2, lambda: "x: 2-D float32")
-    torch._check(bias.shape == (x.shape[1],) and bias.dtype == x.dtype, lambda: "bias: (cols,)")
-    torch._check(x.numel() < 2**31, lambda: "numel must fit the kernel's int")
+    """y = relu(x * scale + bias) with the NVRTC kernel, on the current stream: x (rows, cols)
+    float32 on the GPU the kernel was loaded on (the current one), any strides; bias (cols,).
+    torch checks only that each tensor is on a GPU (or pinned): the rest is checked here."""
+    torch._check(
+        x.is_cuda and x.dtype == torch.float32 and x.dim() == 2,
+        lambda: f"fused_bias_relu: x must be a 2-D float32 CUDA tensor, got {x.dtype} {x.device}",
+    )
+    torch._check(
+        bias.shape == (x.shape[1],) and bias.dtype == x.dtype and bias.device == x.device,
+        lambda: f"fused_bias_relu: bias must be ({x.shape[1]},) float32 on {x.device}",
+    )
+    torch._check(x.device.index == torch.cuda.current_device(), lambda: "x: not the current GPU")
+    torch._check(x.numel() < 2**31, lambda: "fused_bias_relu: numel must fit the kernel's int")
     x, bias = x.contiguous(), bias.contiguous()
     y = torch.empty_like(x)
     threads = 256
+    # At most 65,535 blocks (16.8 M threads): far more than an H100's 132 SMs run at once; the
+    # grid-stride loop covers the rest.
     blocks = min(max(1, -(-x.numel() // threads)), 65535)
-    kernel(
-        grid=(blocks, 1, 1), block=(threads, 1, 1), args=[x, bias, y, x.numel(), x.shape[1], scale]
-    )
+    # float(scale): a Python int would go in as a 4-byte C int where the kernel reads 8 bytes.
+    args = [x, bias, y, x.numel(), x.shape[1], float(scale)]
+    kernel(grid=(blocks, 1, 1), block=(threads, 1, 1), args=args)
     return y
 
 
@@ -78,8 +92,8 @@ def edited(number: int) -> str:
 
 
 def time_nvrtc(edits: int = 5) -> dict:
-    """Seconds for the first compile in this process (NVRTC's library loads then) and the median
-    over `edits` recompiles after an edit."""
+    """Seconds for the first compile in this process (it also loads NVRTC and, on a GPU, starts
+    CUDA and loads the module) and the median over `edits` recompiles after an edit."""
     start = time.perf_counter()
     compile_kernel(KERNEL)
     first = time.perf_counter() - start
@@ -91,9 +105,9 @@ def time_nvrtc(edits: int = 5) -> dict:
     return {"first_s": first, "edited_median_s": statistics.median(times), "edits": edits}
 
 
-def check_on_gpu() -> float:
+def check_on_gpu(options: list[str] | None = None) -> float:
     """The largest difference from torch.relu(x * s + b) on a 1000 x 333 tensor with a NaN."""
-    kernel = compile_kernel(KERNEL)
+    kernel = compile_kernel(KERNEL, options)
     generator = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(1000, 333, device="cuda", generator=generator)
     x[3, 7] = float("nan")
@@ -125,7 +139,9 @@ at::Tensor fused_bias_relu_ext(const at::Tensor& x, const at::Tensor& bias, doub
 
 def time_load_inline(directory: Path) -> dict:
     """Seconds for load_inline's first build in an empty folder, then for the build after an edit
-    of the kernel (ninja recompiles the .cu file and relinks; the bindings stay)."""
+    of the kernel, in the same process as in a notebook: load_inline then names the module
+    iterate_load_inline_v1, a new -DTORCH_EXTENSION_NAME for both files, so the bindings are
+    compiled again along with the kernel."""
     from torch.utils.cpp_extension import load_inline
 
     build_utils.put_ninja_on_path()
@@ -180,8 +196,11 @@ def main() -> None:
     )
     if torch.cuda.is_available():
         record["max_difference"] = check_on_gpu()
+        record["max_difference_fmad_false"] = check_on_gpu(["--fmad=false"])
         print(
-            f"checked against torch.relu(x * s + b): largest difference {record['max_difference']:.1e}"
+            "checked against torch.relu(x * s + b): largest difference "
+            f"{record['max_difference']:.1e}, {record['max_difference_fmad_false']:.1e} "
+            "compiled with --fmad=false"
         )
     if args.load_inline:  # builds and loads without a GPU too (nothing calls it)
         with tempfile.TemporaryDirectory() as directory:
@@ -204,11 +223,17 @@ def main() -> None:
                 ("load_inline, after an edit", record["load_inline"]["edited_s"]),
             ]
         table = "\n".join(f"| {what} | {seconds:.3f} |" for what, seconds in rows)
+        if "max_difference" in record:
+            table += (
+                "\n\nLargest difference from `torch.relu(x * s + b)` (1000 x 333 float32): "
+                f"{record['max_difference']:.1e}; compiled with `--fmad=false`: "
+                f"{record['max_difference_fmad_false']:.1e}."
+            )
         (args.out / "iterate_nvrtc.md").write_text(
             "# Iterating on a kernel: NVRTC in process against load_inline\n\n"
             f"Written by `chapter3_cuda_kernels/iterate_nvrtc.py --load-inline --out`: {device}, "
             f"torch {torch.__version__}, CUDA {torch.version.cuda}, {record['date']}. Wall time of "
-            "each step, as a learner waits for it; the kernel is the same 8 lines each way.\n\n"
+            "each step, as a learner waits for it; the same kernel each way.\n\n"
             f"| step | seconds |\n| --- | ---: |\n{table}\n"
         )
 

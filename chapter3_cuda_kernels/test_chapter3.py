@@ -484,8 +484,20 @@ def test_nvrtc_reports_the_line_of_a_compile_error(import_own_script):
 def test_nvrtc_kernel_matches_torch_relu(import_own_script):
     iterate = import_own_script("iterate_nvrtc")
     # Not bit for bit: the compiler fuses x * s + b into one multiply-add, rounded once, where
-    # PyTorch rounds the product first, so the last bit may differ (4.8e-07 on the H200).
+    # PyTorch rounds the product first, so the last bit may differ (4.8e-07 on the H200)...
     assert iterate.check_on_gpu() <= 1e-6
+    # ...unless told not to fuse: then it rounds where PyTorch does.
+    assert iterate.check_on_gpu(["--fmad=false"]) == 0.0
+
+
+@pytest.mark.cuda
+def test_nvrtc_kernel_takes_an_int_scale(import_own_script):
+    """A Python int would reach the kernel's double as a 4-byte C int: the launcher converts."""
+    iterate = import_own_script("iterate_nvrtc")
+    x = torch.randn(64, 33, device="cuda")
+    bias = torch.randn(33, device="cuda")
+    got = iterate.fused_bias_relu(iterate.compile_kernel(), x, bias, 2)
+    torch.testing.assert_close(got, torch.relu(x * 2 + bias), atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.cuda
@@ -493,8 +505,10 @@ def test_nvrtc_kernel_rejects_what_it_cannot_index(import_own_script):
     iterate = import_own_script("iterate_nvrtc")
     kernel = iterate.compile_kernel()
     x = torch.randn(4, 3, device="cuda", dtype=torch.float64)
-    with pytest.raises(RuntimeError, match="float32"):
+    with pytest.raises(RuntimeError, match="x must be a 2-D float32 CUDA tensor"):
         iterate.fused_bias_relu(kernel, x, torch.randn(3, device="cuda"), 0.5)
+    with pytest.raises(RuntimeError, match=r"bias must be \(3,\) float32 on cuda"):
+        iterate.fused_bias_relu(kernel, x.float(), torch.randn(3), 0.5)  # bias on the CPU
 
 
 if __name__ == "__main__":
