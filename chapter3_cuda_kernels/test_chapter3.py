@@ -509,6 +509,8 @@ def test_nvrtc_kernel_rejects_what_it_cannot_index(import_own_script):
         iterate.fused_bias_relu(kernel, x, torch.randn(3, device="cuda"), 0.5)
     with pytest.raises(RuntimeError, match=r"bias must be \(3,\) float32 on cuda"):
         iterate.fused_bias_relu(kernel, x.float(), torch.randn(3), 0.5)  # bias on the CPU
+    with pytest.raises(RuntimeError, match=r"bias must be \(3,\) float32"):
+        iterate.fused_bias_relu(kernel, x.float(), torch.randn(4, device="cuda"), 0.5)
 
 
 if __name__ == "__main__":
