@@ -46,7 +46,8 @@ def main() -> None:
             for key in ("CPU", "CUDA")
             if torch._C._dispatch_has_kernel_for_dispatch_key(f"custom_ops::{name}", key)
         ]
-        print(f"  {schema}   [{', '.join(keys)}]")
+        # An op without a tensor argument (a setting) has one kernel for every device.
+        print(f"  {schema}   [{', '.join(keys) or 'any device: no tensor argument'}]")
     print()
     example_usage.main()
 

@@ -8,6 +8,7 @@ weights give the same outputs and the same gradients for every input and paramet
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sys
@@ -218,6 +219,86 @@ def layer_inputs(device, dtype=torch.float64, requires_grad=False, sizes=(4, 2, 
         (4 * hidden,),
     ]
     return [random(s, g, device, dtype).requires_grad_(requires_grad) for s in shapes]
+
+
+@pytest.fixture
+def paths():
+    """paths(persistent=..., step_graphs=...) sets the CUDA paths of custom_ops::lstm for the rest
+    of the test (custom_ops.lstm_paths), and they are put back after it."""
+    with contextlib.ExitStack() as stack:
+        yield lambda **choice: stack.enter_context(custom_ops.lstm_paths(**choice))
+
+
+# The three ways the CUDA forward and backward can run: one persistent kernel a pass, the step loop
+# launched step by step, the step loop replayed from a CUDA graph (from the first call on).
+CUDA_PATHS = [
+    pytest.param(dict(persistent="always"), id="persistent"),
+    pytest.param(dict(persistent="never", step_graphs="never"), id="step-loop"),
+    pytest.param(dict(persistent="never", step_graphs="always"), id="step-graph"),
+]
+
+
+def test_lstm_paths_refuses_an_unknown_choice_and_changes_nothing():
+    before = torch.ops.custom_ops._lstm_paths.default("", "")
+    with pytest.raises(
+        RuntimeError, match='step_graphs must be "auto", "always" or "never", got "1"'
+    ):
+        torch.ops.custom_ops._lstm_paths.default("never", "1")
+    assert torch.ops.custom_ops._lstm_paths.default("", "") == before
+    with custom_ops.lstm_paths(persistent="never"):
+        assert torch.ops.custom_ops._lstm_paths.default("", "") == ["never", before[1]]
+    assert torch.ops.custom_ops._lstm_paths.default("", "") == before
+
+
+def fwd_bwd_results(args, grad_y):
+    """custom_ops.lstm's outputs and the gradients of every input, detached."""
+    y, h, c = custom_ops.lstm(*args)
+    grads = torch.autograd.grad((y, h, c), args, (grad_y, grad_y[-1], grad_y[0]))
+    return [t.detach().clone() for t in (y, h, c, *grads)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("on_side_stream", [False, True], ids=["current-stream", "side-stream"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("sizes", [(2, 3, 5, 7), (17, 64, 24, 128)], ids=str)
+def test_a_step_graph_gives_what_the_step_loop_gives(sizes, dtype, on_side_stream, paths):
+    """The same kernels recorded once and replayed: bit for bit the step loop's results, forward
+    and backward, in the call that records the graph and in the calls that replay it, on the
+    default stream and on a stream of the caller's."""
+    paths(persistent="never")
+    args = layer_inputs("cuda", dtype, requires_grad=True, sizes=sizes)
+    grad_y = random(sizes[:2] + sizes[3:], torch.Generator().manual_seed(2), "cuda", dtype)
+    with custom_ops.lstm_paths(step_graphs="never"):
+        want = fwd_bwd_results(args, grad_y)
+    stream = torch.cuda.Stream() if on_side_stream else torch.cuda.current_stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with custom_ops.lstm_paths(step_graphs="always"), torch.cuda.stream(stream):
+        runs = [fwd_bwd_results(args, grad_y) for _ in range(3)]
+    torch.cuda.current_stream().wait_stream(stream)
+    for got in runs:
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_a_step_graphs_memory_is_reused_only_once_its_outputs_are_dropped(paths):
+    """A call's y is the memory of the slot whose graph wrote it: while y (or a view of it) lives,
+    the next call gets another slot, and once it is dropped, the next call takes that slot again;
+    the held y keeps its values meanwhile."""
+    paths(persistent="never", step_graphs="always")
+    args = layer_inputs("cuda", torch.float32, sizes=(6, 64, 8, 32))
+    first = custom_ops.lstm(*args)[0]
+    kept = first.clone()
+    address = first.data_ptr()
+    view = first[1:]
+    del first
+    second = custom_ops.lstm(*layer_inputs("cuda", torch.float32, sizes=(6, 64, 8, 32), seed=1))[0]
+    assert second.data_ptr() != address  # the view still holds the first slot
+    torch.testing.assert_close(view, kept[1:], rtol=0, atol=0)
+    del view, second
+    third = custom_ops.lstm(*args)[0]
+    assert third.data_ptr() == address  # the first slot, whose outputs are all gone
+    torch.testing.assert_close(third, kept, rtol=0, atol=0)
 
 
 def test_gradcheck_in_float64(device):
@@ -652,12 +733,13 @@ def test_under_cuda_autocast_nn_lstm_runs_float16_and_ours_the_dtype_asked(dtype
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["1", "0"], ids=["persistent", "step-loop"])
-def test_forward_can_be_captured_in_a_cuda_graph(path, generator, monkeypatch):
+@pytest.mark.parametrize("path", CUDA_PATHS)
+def test_forward_can_be_captured_in_a_cuda_graph(path, generator, paths):
     """No synchronisation, no host-side allocation outside PyTorch's allocator: the forward
     records into a CUDA graph (a cooperative launch too), and a replay on new data gives what an
-    eager call gives."""
-    monkeypatch.setenv("CUSTOM_OPS_LSTM_PERSISTENT", path)
+    eager call gives. With step graphs, the warm-up makes the op's own graph, and under the
+    caller's capture the op records its step loop into the caller's graph instead."""
+    paths(**path)
     args = layer_inputs("cuda", torch.float32, sizes=(8, 4, 16, 32))
     static = [a.clone() for a in args]
     stream = torch.cuda.Stream()
@@ -749,12 +831,12 @@ def test_lstm_packed_can_be_captured_in_a_cuda_graph(reverse):
 
 
 @pytest.mark.cuda
-def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator, monkeypatch):
+def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator, paths):
     """The flag torch.nn.LSTM obeys on CUDA (torch.backends.cudnn's allow_tf32, "tf32" for RNNs
     by default) decides for ours too: with it off, float32 agrees with float64 to ~1e-6; with it
     on, TF32's 10-bit mantissa shows (errors near 1e-3). The step loop's cuBLAS products only:
     the persistent kernel multiplies on CUDA cores, in full float32 either way."""
-    monkeypatch.setenv(PERSISTENT, "0")
+    paths(persistent="never")
     args64 = layer_inputs("cuda", torch.float64, sizes=(16, 8, 256, 256))
     for w in args64[3:5]:  # nn.LSTM's scale, 1/sqrt(H): with unit weights the gates saturate
         w /= 16  # and the recurrence amplifies any rounding to O(1) within a few steps
@@ -770,8 +852,7 @@ def test_float32_uses_tf32_exactly_when_cudnns_rnn_flag_allows(generator, monkey
 # ---- the persistent kernel (lstm_persistent.cu) and the step loop, each against nn.LSTM ----------
 
 # "0": always the step loop; "1": persistent wherever it fits; unset: where it is faster
-PERSISTENT = "CUSTOM_OPS_LSTM_PERSISTENT"
-PATHS = [pytest.param("1", id="persistent"), pytest.param("0", id="step-loop")]
+PATHS = [pytest.param("always", id="persistent"), pytest.param("never", id="step-loop")]
 
 # Sizes that reach every edge of the persistent kernel's work split on a 132-SM H100: one unit per
 # block (H <= 132), two with a short last block (H = 263), batch tiles of 8 full and partial
@@ -798,8 +879,8 @@ def kernels_run(fn) -> set[str]:
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("sizes", PERSISTENT_SHAPES)
-def test_both_cuda_paths_match_nn_lstm(path, dtype, sizes, generator, monkeypatch):
-    monkeypatch.setenv(PERSISTENT, path)
+def test_both_cuda_paths_match_nn_lstm(path, dtype, sizes, generator, paths):
+    paths(persistent=path)
     steps, batch, input_size, hidden = sizes
     reference, ours = pair(input_size, hidden, "cuda", dtype)
     x = random((steps, batch, input_size), generator)
@@ -810,10 +891,10 @@ def test_both_cuda_paths_match_nn_lstm(path, dtype, sizes, generator, monkeypatc
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("path", PATHS)
-def test_the_variable_picks_the_path(path, monkeypatch):
-    """At B = 4 the forward and the backward each run as one persistent kernel ("1"), or as one
-    fused step kernel per step ("0"); never both."""
-    monkeypatch.setenv(PERSISTENT, path)
+def test_the_setting_picks_the_path(path, paths):
+    """At B = 4 the forward and the backward each run as one persistent kernel ("always"), or as
+    one fused step kernel per step ("never"); never both."""
+    paths(persistent=path)
     args = layer_inputs("cuda", torch.float32, requires_grad=True, sizes=(16, 4, 32, 64))
 
     def fwd_bwd():
@@ -823,7 +904,7 @@ def test_the_variable_picks_the_path(path, monkeypatch):
     names = kernels_run(fwd_bwd)
     persistent = {n for n in names if "persistent" in n}
     steps = {n for n in names if "lstm_step" in n}
-    if path == "1":
+    if path == "always":
         assert len(persistent) == 2 and not steps, names
     else:
         assert not persistent and len(steps) == 2, names
@@ -844,11 +925,11 @@ def test_the_variable_picks_the_path(path, monkeypatch):
     ids=str,
 )
 def test_by_default_the_persistent_kernel_runs_where_it_was_measured_faster(
-    batch, hidden, dtype, persistent, monkeypatch
+    batch, hidden, dtype, persistent, paths
 ):
-    """With the variable unset, the forward picks the path by lstm_persistent.cu's
+    """With persistent="auto", the forward picks the path by lstm_persistent.cu's
     persistent_wanted, whose limits benchmark_lstm.py --persistent-sweep measured."""
-    monkeypatch.delenv(PERSISTENT, raising=False)
+    paths(persistent="auto")
     args = layer_inputs("cuda", dtype, sizes=(3, batch, 16, hidden))
     names = kernels_run(lambda: custom_ops.lstm(*args))
     assert any("lstm_forward_persistent" in n for n in names) == persistent, names
@@ -856,11 +937,11 @@ def test_by_default_the_persistent_kernel_runs_where_it_was_measured_faster(
 
 
 @pytest.mark.cuda
-def test_persistent_float32_is_full_float32_with_tf32_allowed(monkeypatch):
+def test_persistent_float32_is_full_float32_with_tf32_allowed(paths):
     """The recurrent products on CUDA cores in float32: TF32's rounding never shows in them,
     whatever the flag says. (x = 0, so that the input projection, a cuBLAS product that does
     follow the flag, is exactly zero either way.)"""
-    monkeypatch.setenv(PERSISTENT, "1")
+    paths(persistent="always")
     args64 = layer_inputs("cuda", torch.float64, sizes=(16, 8, 256, 256))
     args64[0].zero_()
     for w in args64[3:5]:
@@ -872,9 +953,9 @@ def test_persistent_float32_is_full_float32_with_tf32_allowed(monkeypatch):
 
 
 @pytest.mark.cuda
-def test_too_large_for_the_persistent_kernel_falls_back_to_the_step_loop(monkeypatch):
+def test_too_large_for_the_persistent_kernel_falls_back_to_the_step_loop(paths):
     """H = 2048 in float32: a block's rows of W_hh alone would need 512 KB of shared memory."""
-    monkeypatch.setenv(PERSISTENT, "1")
+    paths(persistent="always")
     args = layer_inputs("cuda", torch.float32, sizes=(2, 1, 8, 2048))
     names = kernels_run(lambda: custom_ops.lstm(*args))
     assert not any("persistent" in n for n in names) and any("lstm_step" in n for n in names)
@@ -1004,7 +1085,7 @@ def test_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):
     for dtype in dtypes:
         for pass_name in ("fwd", "fwd+bwd"):
             impls = {r["impl"] for r in records if (r["dtype"], r["pass"]) == (dtype, pass_name)}
-            assert {"ours", "cuDNN nn.LSTM"} <= impls, (dtype, pass_name)
+            assert {"ours", "ours, no step graphs", "cuDNN nn.LSTM"} <= impls, (dtype, pass_name)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
@@ -1030,12 +1111,13 @@ def test_options_benchmark_quick_run_writes_its_table(tmp_path, import_own_scrip
 @pytest.mark.cuda
 @pytest.mark.sanitize
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("path", ["1", "0"], ids=["persistent", "step-loop"])
-def test_cuda_forward_and_backward_on_small_shapes(dtype, path, monkeypatch):
-    monkeypatch.setenv("CUSTOM_OPS_LSTM_PERSISTENT", path)
+@pytest.mark.parametrize("path", CUDA_PATHS)
+def test_cuda_forward_and_backward_on_small_shapes(dtype, path, paths):
+    paths(**path)
     args = layer_inputs("cuda", dtype, requires_grad=True, sizes=(3, 2, 5, 7))
-    y, h, c = custom_ops.lstm(*args)
-    (y.float().sum() + h.float().sum() + c.float().sum()).backward()
+    for _ in range(2):  # a step graph is made by the first call and replayed by the second
+        y, h, c = custom_ops.lstm(*args)
+        (y.float().sum() + h.float().sum() + c.float().sum()).backward()
     for a in args:
         assert torch.isfinite(a.grad).all()
     torch.cuda.synchronize()

@@ -28,7 +28,6 @@ import argparse
 import datetime
 import gc
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -53,7 +52,6 @@ HALF_SWEEP_HIDDEN = [768, 1024]
 # --persistent-sweep: where the persistent kernel beats the step loop (T = 64, H = I).
 PERSISTENT_BATCHES = [1, 2, 4, 8, 16, 32, 64]
 PERSISTENT_HIDDEN = [256, 512, 1024]
-PERSISTENT = "CUSTOM_OPS_LSTM_PERSISTENT"  # "0": the step loop; "1": persistent where it fits
 
 
 def cell_loop(cell):
@@ -189,6 +187,10 @@ def rows_for(timer: Timer, steps: int, batch: int, hidden: int, dtype_name: str,
         for name in ("ours", "cuDNN nn.LSTM"):
             model, call = impls[name]
             impls[f"{name}, TF32 off"] = (model, no_tf32(call))
+    # The step loop launched step by step, as before it was replayed from a graph (the same
+    # as "ours" at the batches where the persistent kernel runs instead).
+    model, call = impls["ours"]
+    impls["ours, no step graphs"] = (model, with_paths(call, step_graphs="never"))
     x = torch.randn(steps, batch, hidden, device="cuda", dtype=dtype)
     x_grad = x.clone().requires_grad_()
     grad_y = torch.randn(steps, batch, hidden, device="cuda", dtype=dtype)
@@ -276,19 +278,13 @@ def half_sweep(timer: Timer) -> list[dict]:
     return rows
 
 
-def with_path(path: str, fn):
-    """fn run with CUSTOM_OPS_LSTM_PERSISTENT set to path (the op reads it on every call)."""
+def with_paths(fn, **choice):
+    """fn run with custom_ops.lstm_paths(**choice): one path of the CUDA layer forced."""
+    import custom_ops
 
-    def run():
-        before = os.environ.get(PERSISTENT)
-        os.environ[PERSISTENT] = path
-        try:
-            return fn()
-        finally:
-            if before is None:
-                del os.environ[PERSISTENT]
-            else:
-                os.environ[PERSISTENT] = before
+    def run(*args):
+        with custom_ops.lstm_paths(**choice):
+            return fn(*args)
 
     return run
 
@@ -315,7 +311,7 @@ def persistent_sweep(timer: Timer) -> list[dict]:
     import custom_ops
 
     rows = []
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
         for hidden in PERSISTENT_HIDDEN:
             torch.manual_seed(0)
             model = custom_ops.LSTM(hidden, hidden, device="cuda", dtype=dtype)
@@ -324,11 +320,11 @@ def persistent_sweep(timer: Timer) -> list[dict]:
                 grad_y = torch.randn_like(x)
                 call = fwd_bwd(FirstOutput(model), x, [x, *model.parameters()], grad_y)
                 row = {"H": hidden, "B": batch, "dtype": str(dtype).removeprefix("torch.")}
-                for path, name in (("1", "persistent"), ("0", "step loop")):
-                    fn = with_path(path, call)
+                for path, name in (("always", "persistent"), ("never", "step loop")):
+                    fn = with_paths(call, persistent=path)
                     m = timed(timer, fn)
                     row[name] = {"gpu_ms": m["gpu_ms"], "loop_ms": m["loop_ms"]}
-                row["ran"] = persistent_kernels(with_path("1", call))
+                row["ran"] = persistent_kernels(with_paths(call, persistent="always"))
                 row["default"] = persistent_kernels(call)
                 rows.append(row)
                 print(
@@ -346,7 +342,7 @@ def persistent_table(rows: list[dict]) -> list[str]:
     lines = [
         "The persistent kernel against the step loop, fwd+bwd, T = 64, H = I "
         "(GPU ms / back-to-back ms; `ran`: the passes that fit the persistent kernel; "
-        "`default`: what runs with CUSTOM_OPS_LSTM_PERSISTENT unset):",
+        '`default`: what runs by default, persistent="auto"):',
         "",
         "| H | B | dtype | persistent | step loop | loop / persistent (GPU) | ran | default |",
         "| ---: | ---: | --- | ---: | ---: | ---: | --- | --- |",

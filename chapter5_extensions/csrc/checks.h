@@ -58,8 +58,9 @@ c10::TypedOperatorHandle<Signature> op_handle(const char* name) {
 }
 
 // Half types compute in float, float in float, double in double.
-inline c10::ScalarType opmath_dtype(const at::Tensor& t) {
-  return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+inline c10::ScalarType opmath_dtype(c10::ScalarType t) {
+  return t == at::kDouble ? at::kDouble : at::kFloat;
 }
+inline c10::ScalarType opmath_dtype(const at::Tensor& t) { return opmath_dtype(t.scalar_type()); }
 
 }  // namespace custom_ops

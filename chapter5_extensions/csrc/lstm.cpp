@@ -30,6 +30,9 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "lstm.h"
 
 namespace custom_ops {
@@ -218,6 +221,38 @@ LstmPackedGrads lstm_packed_backward_cpu(const at::Tensor& grad_y, const at::Ten
 }
 
 }  // namespace
+
+LstmPaths& lstm_paths() {
+  static LstmPaths* paths = [] {
+    auto* p = new LstmPaths;  // never deleted: CUDA calls may read it while the process exits
+    const char* v = std::getenv("CUSTOM_OPS_LSTM_PERSISTENT");  // once, when the library loads
+    if (v != nullptr && std::strcmp(v, "1") == 0) p->persistent = PathChoice::kAlways;
+    if (v != nullptr && std::strcmp(v, "0") == 0) p->persistent = PathChoice::kNever;
+    return p;
+  }();
+  return *paths;
+}
+
+std::vector<std::string> set_lstm_paths(std::string persistent, std::string step_graphs) {
+  static const char* const names[] = {"auto", "always", "never"};
+  auto parse = [](const std::string& name, const char* argument) -> PathChoice {
+    for (int i = 0; i < 3; ++i) {
+      if (name == names[i]) return static_cast<PathChoice>(i);
+    }
+    TORCH_CHECK(false, "_lstm_paths: ", argument,
+                " must be \"auto\", \"always\" or \"never\", got \"", name, "\"");
+    return PathChoice::kAuto;
+  };
+  LstmPaths& paths = lstm_paths();
+  std::vector<std::string> before = {names[static_cast<int>(paths.persistent.load())],
+                                     names[static_cast<int>(paths.step_graphs.load())]};
+  // Both parsed before either is set: a bad second argument changes nothing.
+  const auto p = persistent.empty() ? paths.persistent.load() : parse(persistent, "persistent");
+  const auto g = step_graphs.empty() ? paths.step_graphs.load() : parse(step_graphs, "step_graphs");
+  paths.persistent = p;
+  paths.step_graphs = g;
+  return before;
+}
 
 TORCH_LIBRARY_IMPL(custom_ops, CPU, m) {
   m.impl("lstm", &lstm_cpu);

@@ -12,7 +12,9 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -31,6 +33,25 @@ using LstmGrads =
 inline at::Tensor fresh(const at::Tensor& t, at::ScalarType dtype) {
   return t.to(dtype, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
 }
+
+// Which paths custom_ops::lstm may take on CUDA (csrc/cuda/lstm.cu), as custom_ops.lstm_paths
+// sets them (the op custom_ops::_lstm_paths); the CPU has one path and ignores them. Read by every
+// CUDA call, set rarely (tests, benchmarks): atomics, so no call sees half a change.
+//   persistent   "auto": the one-launch kernel where lstm_persistent.cu measured it faster;
+//                "always": wherever it fits; "never". CUSTOM_OPS_LSTM_PERSISTENT=1 / 0 in the
+//                environment when the library loads starts at "always" / "never".
+//   step_graphs  "auto": the step loop replayed from a CUDA graph where its launches cost more
+//                than its kernels, from a shape's second call on; "always": from the first call,
+//                at any size; "never".
+enum class PathChoice { kAuto, kAlways, kNever };
+struct LstmPaths {
+  std::atomic<PathChoice> persistent{PathChoice::kAuto};
+  std::atomic<PathChoice> step_graphs{PathChoice::kAuto};
+};
+LstmPaths& lstm_paths();  // the one instance, in lstm.cpp
+// custom_ops::_lstm_paths(persistent, step_graphs): sets what is not "" and returns the settings
+// as they were, so that a caller can put them back.
+std::vector<std::string> set_lstm_paths(std::string persistent, std::string step_graphs);
 
 struct LstmSizes {
   int64_t steps, batch, input, hidden;  // T, B, I, H

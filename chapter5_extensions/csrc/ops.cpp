@@ -12,6 +12,8 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "lstm.h"  // set_lstm_paths
+
 // Importing custom_ops._C runs the TORCH_LIBRARY blocks below (static initializers). The module
 // itself is empty: no pybind11, the ops live in torch.ops.custom_ops, and the .so depends on the
 // stable Python ABI only (py_limited_api in setup.py).
@@ -59,4 +61,8 @@ TORCH_LIBRARY(custom_ops, m) {
       "Tensor batch_sizes, Tensor h0, Tensor c0, Tensor w_ih, Tensor w_hh, Tensor? w_hr, "
       "bool reverse, Tensor gates, Tensor cs, Tensor r, Tensor h_prev) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // Not a computation: the paths lstm takes on CUDA (csrc/lstm.h), for tests and benchmarks;
+  // custom_ops.lstm_paths in Python. One kernel for every device: it takes no tensor.
+  m.def("_lstm_paths(str persistent=\"\", str step_graphs=\"\") -> str[]",
+        &custom_ops::set_lstm_paths);
 }

@@ -20,7 +20,16 @@ except ImportError as error:
         "python chapter5_extensions/build_inplace.py for the course's in-place build"
     ) from error
 from .modules import LSTM, ConvRNN, FusedBiasReLU, LSTMCell
-from .ops import conv_rnn, fused_bias_relu, lstm, lstm_cell, lstm_packed, reduce_sum, relu
+from .ops import (
+    conv_rnn,
+    fused_bias_relu,
+    lstm,
+    lstm_cell,
+    lstm_packed,
+    lstm_paths,
+    reduce_sum,
+    relu,
+)
 
 # The names of the classic "Chapter 5" README this package grew from (README: "Coming from the
 # classic layout"): the same op and module, nothing of their own.
@@ -40,6 +49,7 @@ __all__ = [
     "lstm",
     "lstm_cell",
     "lstm_packed",
+    "lstm_paths",
     "reduce_sum",
     "relu",
 ]

@@ -20,6 +20,9 @@ Under torch.autocast, the ops with several floating inputs cast them in C++ (csr
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -139,6 +142,23 @@ def lstm(
     would (torch.backends.cudnn.rnn.fp32_precision)."""
     y, h_n, c_n, _, _ = ops.lstm.default(x, h0, c0, w_ih, w_hh, b_ih, b_hh)
     return y, h_n, c_n
+
+
+@contextlib.contextmanager
+def lstm_paths(persistent: str | None = None, step_graphs: str | None = None) -> Iterator[None]:
+    """Within the block, the paths custom_ops::lstm takes on CUDA (tests and benchmarks use it to
+    time or check one path; the CPU has one path). Each is "auto" (the measured choice),
+    "always" or "never"; None leaves it as it is.
+
+    persistent   the whole recurrence as one kernel launch (csrc/cuda/lstm_persistent.cu); "auto"
+                 uses it at the small batches where it measured faster, "always" wherever it fits.
+    step_graphs  the step loop replayed from a CUDA graph (csrc/cuda/lstm.cu); "auto" from a
+                 shape's second call, where B x H <= 2^18, "always" from the first call."""
+    before = ops._lstm_paths.default(persistent or "", step_graphs or "")
+    try:
+        yield
+    finally:
+        ops._lstm_paths.default(*before)
 
 
 def _compute_dtype(t: Tensor) -> torch.dtype:

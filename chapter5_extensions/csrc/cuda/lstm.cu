@@ -17,14 +17,21 @@
 #include <ATen/cuda/CUDADataType.h>
 #include <ATen/cuda/Exceptions.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <climits>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
 
 #include "../lstm.h"
 #include "launch_utils.cuh"
 #include "lstm_persistent.h"
+#include "step_graph.h"
 
 namespace custom_ops::cuda {
 namespace {
@@ -162,6 +169,223 @@ __global__ void lstm_step_backward_kernel(const scalar_t* __restrict__ grad_y,
   }
 }
 
+// Step 2 for every t, the step loop: per step a product and the fused kernel. What it reads and
+// writes, each pointer at step 0.
+template <typename scalar_t, typename acc_t>
+struct ForwardSteps {
+  scalar_t* gates;       // (T, B, 4H): x W_ih^T in, the activated gates out
+  const acc_t* bias;     // (4H,): b_ih + b_hh
+  acc_t* cs;             // (T + 1, B, H): c0 in cs[0], c_t out in cs[t + 1]
+  scalar_t* y;           // (T, B, H)
+  const scalar_t* h0;    // (B, H)
+  const scalar_t* w_hh;  // (4H, H)
+  int64_t steps, batch, hidden, grid;
+};
+
+template <typename scalar_t, typename acc_t>
+void forward_steps(const Blas& blas, cudaStream_t stream, const ForwardSteps<scalar_t, acc_t>& a,
+                   at::ScalarType dtype) {
+  const int64_t B = a.batch, H = a.hidden;
+  for (int64_t t = 0; t < a.steps; ++t) {
+    // gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
+    const scalar_t* h_prev = t == 0 ? a.h0 : a.y + (t - 1) * B * H;
+    gemm(blas, false, true, B, 4 * H, H, h_prev, H, a.w_hh, H, 1.0, a.gates + t * B * 4 * H, 4 * H,
+         dtype, dtype);
+    lstm_step_forward_kernel<scalar_t, acc_t>
+        <<<a.grid, kThreads, 0, stream>>>(a.gates + t * B * 4 * H, a.bias, a.cs + t * B * H,
+                                          a.cs + (t + 1) * B * H, a.y + t * B * H, B, H);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+// Step 3 for every t, in reverse.
+template <typename scalar_t, typename acc_t>
+struct BackwardSteps {
+  const scalar_t* grad_y;  // (T, B, H)
+  acc_t* dh;               // (B, H): the gradient of h_n in, of h0 out
+  acc_t* dc;               // (B, H): the gradient of c_n in, of c0 out
+  const scalar_t* gates;   // (T, B, 4H), as the forward left them
+  const acc_t* cs;         // (T + 1, B, H)
+  scalar_t* dgates;        // (T, B, 4H), written
+  const scalar_t* w_hh;    // (4H, H)
+  int64_t steps, batch, hidden, grid;
+};
+
+template <typename scalar_t, typename acc_t>
+void backward_steps(const Blas& blas, cudaStream_t stream, const BackwardSteps<scalar_t, acc_t>& a,
+                    at::ScalarType dtype) {
+  const int64_t B = a.batch, H = a.hidden;
+  for (int64_t t = a.steps - 1; t >= 0; --t) {
+    // The fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.
+    lstm_step_backward_kernel<scalar_t, acc_t><<<a.grid, kThreads, 0, stream>>>(
+        a.grad_y + t * B * H, a.dh, a.dc, a.gates + t * B * 4 * H, a.cs + (t + 1) * B * H,
+        a.cs + t * B * H, a.dgates + t * B * 4 * H, B, H);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    gemm(blas, false, false, B, H, 4 * H, a.dgates + t * B * 4 * H, 4 * H, a.w_hh, H, 0.0, a.dh, H,
+         dtype, opmath_dtype(dtype));
+  }
+}
+
+// ---- The step loop as a CUDA graph --------------------------------------------------------------
+// Where the batch is too large for the persistent kernel but a step is still little work (T = 64,
+// B = 64, H = 1024: about 10 us of GPU time a step), the host's two launches a step (5-10 us each)
+// cost more than the kernels they launch. A CUDA graph records the loop's 2T launches once and
+// replays them with one. But a graph replays fixed pointers, so the memory it reads and writes is
+// fixed too: it belongs to a slot of the cache below, and a call's y, gates and cs ARE the slot's
+// memory, handed out under new tensor handles. A slot is taken again only when nothing outside
+// the cache holds that memory (autograd keeps gates and cs until the backward has run), and only
+// on the stream it was made on, whose order then makes the next call wait for the last one to
+// finish on the GPU. What changes address every call is copied in: w_hh, the bias, h0 and c0, and
+// backward grad_y and the gradients of h_n and c_n (w_hh is the largest, 8 MiB at H = 1024 in
+// float16: a few microseconds of copying).
+
+struct StepGraphKey {
+  int device;
+  cudaStream_t stream;
+  at::ScalarType dtype;
+  cublasComputeType_t compute;  // TF32 or not: captured into the graph's products
+  int64_t steps, batch, input, hidden;
+  bool operator==(const StepGraphKey& o) const {
+    return std::tie(device, stream, dtype, compute, steps, batch, input, hidden) ==
+           std::tie(o.device, o.stream, o.dtype, o.compute, o.steps, o.batch, o.input, o.hidden);
+  }
+};
+
+struct StepGraphSlot {
+  StepGraphKey key;
+  at::Tensor w_hh, bias, h0, gates, cs, y;  // the forward graph's memory
+  at::Tensor grad_y, dh, dc, dgates;        // the backward graph's, from its first call
+  at::Tensor workspace;                     // cuBLAS's, recorded into both graphs
+  Graph forward, backward;
+  uint64_t last_use = 0;
+
+  // Nothing outside the cache holds y, gates or cs: no tensor handle, no view of one.
+  bool idle() const {
+    for (const at::Tensor* t : {&y, &gates, &cs}) {
+      if (t->use_count() > 1 || t->storage().use_count() > 1) return false;
+    }
+    return true;
+  }
+  int64_t bytes() const {
+    int64_t n = 0;
+    for (const at::Tensor* t :
+         {&w_hh, &bias, &h0, &gates, &cs, &y, &grad_y, &dh, &dc, &dgates, &workspace}) {
+      if (t->defined()) n += t->nbytes();
+    }
+    return n;
+  }
+};
+
+// A new handle on t's memory: its own autograd metadata and version counter, so that what the
+// caller does with it (autograd records the op's outputs) never touches the cache's own handle.
+at::Tensor share(const at::Tensor& t) {
+  at::Tensor handle =
+      at::detail::make_tensor<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
+  handle.unsafeGetTensorImpl()->set_sizes_contiguous(t.sizes());
+  return handle;
+}
+
+// Where step graphs are used (custom_ops.lstm_paths(step_graphs="auto")): up to B x H = 2^18
+// (H = 1024 at B = 256), beyond which each step's GPU work outweighs its launches; from a shape's
+// second call, so that a shape seen once is not captured; within 16 slots and 2 GiB, the least
+// recently used idle slot making room.
+constexpr int64_t kGraphMaxBatchHidden = int64_t{1} << 18;
+constexpr size_t kGraphMaxSlots = 16;
+constexpr int64_t kGraphMaxBytes = int64_t{2} << 30;
+
+class StepGraphCache {
+ public:
+  std::mutex mutex;  // held by a call for as long as it uses the cache and a slot's memory
+
+  // An idle slot for key, or a new one; nullptr where graphs are not to be used. make(slot) gives
+  // a new slot its forward memory.
+  template <typename Make>
+  StepGraphSlot* acquire(const StepGraphKey& key, int64_t new_bytes, Make make) {
+    const PathChoice choice = lstm_paths().step_graphs.load(std::memory_order_relaxed);
+    if (choice == PathChoice::kNever) return nullptr;
+    if (choice == PathChoice::kAuto) {
+      if (key.batch * key.hidden > kGraphMaxBatchHidden) return nullptr;
+      const bool seen = std::find(seen_.begin(), seen_.end(), key) != seen_.end();
+      if (!seen) {
+        if (seen_.size() == 64) seen_.erase(seen_.begin());
+        seen_.push_back(key);
+        return nullptr;
+      }
+    }
+    for (auto& slot : slots_) {
+      if (slot->key == key && slot->idle()) {
+        slot->last_use = ++clock_;
+        return slot.get();
+      }
+    }
+    if (!make_room(new_bytes)) return nullptr;
+    slots_.push_back(std::make_unique<StepGraphSlot>());
+    StepGraphSlot* slot = slots_.back().get();
+    slot->key = key;
+    slot->last_use = ++clock_;
+    make(*slot);
+    return slot;
+  }
+
+  // The slot whose forward made these gates and cs, if it is on this key (device, stream, shape).
+  StepGraphSlot* owner(const StepGraphKey& key, const at::Tensor& gates, const at::Tensor& cs) {
+    if (lstm_paths().step_graphs.load(std::memory_order_relaxed) == PathChoice::kNever) {
+      return nullptr;
+    }
+    for (auto& slot : slots_) {
+      if (slot->key == key && slot->gates.const_data_ptr() == gates.const_data_ptr() &&
+          slot->cs.const_data_ptr() == cs.const_data_ptr()) {
+        slot->last_use = ++clock_;
+        return slot.get();
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  // Drops idle slots, least recently used first, until one of new_bytes fits the limits.
+  bool make_room(int64_t new_bytes) {
+    while (true) {
+      int64_t total = new_bytes;
+      for (const auto& slot : slots_) total += slot->bytes();
+      if (slots_.size() < kGraphMaxSlots && total <= kGraphMaxBytes) return true;
+      auto oldest = slots_.end();
+      for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+        if ((*it)->idle() && (oldest == slots_.end() || (*it)->last_use < (*oldest)->last_use)) {
+          oldest = it;
+        }
+      }
+      if (oldest == slots_.end()) return false;
+      // Its graphs may still be running: CUDA frees a graph when it ends, and the caching
+      // allocator reuses the memory in the order of the stream it was made on, the graphs' own.
+      slots_.erase(oldest);
+    }
+  }
+
+  std::vector<std::unique_ptr<StepGraphSlot>> slots_;
+  std::vector<StepGraphKey> seen_;  // the shapes called lately, to capture from a second call
+  uint64_t clock_ = 0;
+};
+
+StepGraphCache& step_graphs() {
+  static auto* cache = new StepGraphCache;  // never deleted: no CUDA calls at the process's exit
+  return *cache;
+}
+
+// cuBLAS's workspace for a graph: our own, the size PyTorch gives its handles. PyTorch's may be
+// freed (torch._C._cuda_clearCublasWorkspaces) while a recorded graph still points at it.
+at::Tensor blas_workspace(const at::Tensor& like) {
+  return at::empty({static_cast<int64_t>(at::cuda::getChosenWorkspaceSize())},
+                   like.options().dtype(at::kByte));
+}
+
+// The handle for issuing into a graph on the current stream, with `workspace` as its workspace.
+Blas blas_for_graph(at::ScalarType dtype, at::Tensor& workspace) {
+  Blas blas = blas_for(dtype);
+  TORCH_CUDABLAS_CHECK(cublasSetWorkspace(blas.handle, workspace.data_ptr(), workspace.nbytes()));
+  return blas;
+}
+
 LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Tensor& c0,
                   const at::Tensor& w_ih_in, const at::Tensor& w_hh_in, const at::Tensor& b_ih,
                   const at::Tensor& b_hh) {
@@ -170,45 +394,80 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
   check_cuda(x_in, "lstm", "x");
   const c10::cuda::CUDAGuard guard(x_in.device());
   // cuBLAS reads row-major matrices with unit column stride: contiguous (free when they are).
-  const at::Tensor x = x_in.contiguous(), h0 = h0_in.contiguous();
-  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
+  const at::Tensor x = x_in.contiguous(), h0_c = h0_in.contiguous();
+  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh_c = w_hh_in.contiguous();
   const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
   const auto acc_options = x.options().dtype(acc);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const Blas blas = blas_for(dtype);
+  // The step loop from a graph: not for the persistent kernel's sizes, not while the caller is
+  // capturing a graph of its own.
+  std::unique_lock<std::mutex> cache_lock;
+  StepGraphSlot* slot = nullptr;
+  if (T > 1 && B > 0 && !persistent_wanted(B, H, x.element_size()) && !is_capturing(stream)) {
+    cache_lock = std::unique_lock<std::mutex>(step_graphs().mutex);
+    const StepGraphKey key{x.get_device(), stream, dtype, blas.compute, T, B, I, H};
+    // Both passes' memory: gates and dgates, y and grad_y, w_hh in x's dtype; cs, dh, dc and
+    // the bias in the compute dtype.
+    const int64_t elements = 2 * T * B * 4 * H + 2 * T * B * H + 4 * H * H + B * H;
+    const int64_t acc_elements = (T + 1) * B * H + 2 * B * H + 4 * H;
+    const int64_t bytes = elements * x.element_size() + acc_elements * at::elementSize(acc);
+    slot = step_graphs().acquire(key, bytes, [&](StepGraphSlot& made) {
+      made.w_hh = at::empty_like(w_hh_c);
+      made.bias = at::empty({4 * H}, acc_options);
+      made.h0 = at::empty_like(h0_c);
+      made.gates = at::empty({T, B, 4 * H}, x.options());
+      made.cs = at::empty({T + 1, B, H}, acc_options);
+      made.y = at::empty({T, B, H}, x.options());
+      made.workspace = blas_workspace(x);
+    });
+    if (slot == nullptr) cache_lock.unlock();
+  }
   // The gates in x's dtype, as nn.LSTMCell keeps them: for bfloat16 at B = 4096 they are the
   // largest tensor by far (T*B*4H), and float32 gates doubled the bytes every step moves.
-  at::Tensor gates = at::empty({T, B, 4 * H}, x.options());
-  at::Tensor cs = at::empty({T + 1, B, H}, acc_options);
-  at::Tensor y = at::empty({T, B, H}, x.options());
+  at::Tensor gates = slot ? slot->gates : at::empty({T, B, 4 * H}, x.options());
+  at::Tensor cs = slot ? slot->cs : at::empty({T + 1, B, H}, acc_options);
+  at::Tensor y = slot ? slot->y : at::empty({T, B, H}, x.options());
   cs[0].copy_(c0);
-  if (T * B == 0) return {y, fresh(h0, dtype), fresh(c0, dtype), gates, cs};
-  const at::Tensor bias = b_ih.to(acc) + b_hh.to(acc);
+  if (T * B == 0) return {y, fresh(h0_c, dtype), fresh(c0, dtype), gates, cs};
+  at::Tensor bias = b_ih.to(acc) + b_hh.to(acc);
+  const at::Tensor h0 = slot ? slot->h0.copy_(h0_c) : h0_c;
+  const at::Tensor w_hh = slot ? slot->w_hh.copy_(w_hh_c) : w_hh_c;
+  if (slot) bias = slot->bias.copy_(bias);
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    auto kernel = lstm_step_forward_kernel<scalar_t, acc_t>;
-    const int64_t grid = grid_for(kernel, B * H);
-    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    const Blas blas = blas_for(dtype);
     scalar_t* g = gates.mutable_data_ptr<scalar_t>();
-    acc_t* c = cs.mutable_data_ptr<acc_t>();
-    scalar_t* out = y.mutable_data_ptr<scalar_t>();
     // 1. gates = x W_ih^T for all T steps: one (T*B, I) x (I, 4H) product.
     gemm(blas, false, true, T * B, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
          w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
     // All T steps as one launch (lstm_persistent.cu), at small batch, when they fit.
-    if (lstm_forward_persistent(gates, w_hh, bias, h0, cs, y)) return;
-    for (int64_t t = 0; t < T; ++t) {
-      // 2. gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
-      const scalar_t* h_prev = t == 0 ? h0.const_data_ptr<scalar_t>() : out + (t - 1) * B * H;
-      gemm(blas, false, true, B, 4 * H, H, h_prev, H, w_hh.const_data_ptr<scalar_t>(), H, 1.0,
-           g + t * B * 4 * H, 4 * H, dtype, dtype);
-      kernel<<<grid, kThreads, 0, stream>>>(g + t * B * 4 * H, bias.const_data_ptr<acc_t>(),
-                                            c + t * B * H, c + (t + 1) * B * H, out + t * B * H, B,
-                                            H);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (slot == nullptr && lstm_forward_persistent(gates, w_hh, bias, h0, cs, y)) return;
+    ForwardSteps<scalar_t, acc_t> steps;
+    steps.gates = g;
+    steps.bias = bias.const_data_ptr<acc_t>();
+    steps.cs = cs.mutable_data_ptr<acc_t>();
+    steps.y = y.mutable_data_ptr<scalar_t>();
+    steps.h0 = h0.const_data_ptr<scalar_t>();
+    steps.w_hh = w_hh.const_data_ptr<scalar_t>();
+    steps.steps = T, steps.batch = B, steps.hidden = H;
+    steps.grid = grid_for(lstm_step_forward_kernel<scalar_t, acc_t>, B * H);
+    if (slot == nullptr) return forward_steps(blas, stream, steps, dtype);
+    if (!slot->forward.ready()) {
+      slot->forward.capture([&] { return blas_for_graph(dtype, slot->workspace); },
+                            [&](const Blas& recording, cudaStream_t side) {
+                              forward_steps(recording, side, steps, dtype);
+                            });
     }
+    slot->forward.replay(stream);
   });
-  return {y, fresh(y[T - 1], dtype), fresh(cs[T], dtype), gates, cs};
+  LstmOut out{y, fresh(y[T - 1], dtype), fresh(cs[T], dtype), gates, cs};
+  if (slot) {  // the caller's handles on the slot's memory
+    std::get<0>(out) = share(y);
+    std::get<3>(out) = share(gates);
+    std::get<4>(out) = share(cs);
+  }
+  return out;
 }
 
 LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad_hn,
@@ -221,14 +480,36 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
   const int64_t T = s.steps, B = s.batch, I = s.input, H = s.hidden;
   check_cuda(x_in, "lstm_backward", "x");
   const c10::cuda::CUDAGuard guard(x_in.device());
-  const at::Tensor grad_y = grad_y_in.contiguous(), x = x_in.contiguous(), h0 = h0_in.contiguous();
-  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
-  const at::Tensor y = y_in.contiguous(), gates = gates_in.contiguous(), cs = cs_in.contiguous();
+  const at::Tensor grad_y_c = grad_y_in.contiguous(), x = x_in.contiguous();
+  const at::Tensor h0 = h0_in.contiguous(), w_ih = w_ih_in.contiguous();
+  const at::Tensor w_hh_c = w_hh_in.contiguous(), y = y_in.contiguous();
+  const at::Tensor gates = gates_in.contiguous(), cs = cs_in.contiguous();
   const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  Blas blas = blas_for(dtype);
+  // The step loop from the graph of the slot whose forward made these gates, if any.
+  std::unique_lock<std::mutex> cache_lock;
+  StepGraphSlot* slot = nullptr;
+  if (T > 1 && B > 0 && !persistent_wanted(B, H, x.element_size()) && !is_capturing(stream)) {
+    cache_lock = std::unique_lock<std::mutex>(step_graphs().mutex);
+    const StepGraphKey key{x.get_device(), stream, dtype, blas.compute, T, B, I, H};
+    slot = step_graphs().owner(key, gates, cs);
+    if (slot == nullptr) {
+      cache_lock.unlock();
+    } else if (!slot->dgates.defined()) {
+      slot->grad_y = at::empty_like(grad_y_c);
+      slot->dh = at::empty({B, H}, x.options().dtype(acc));
+      slot->dc = at::empty({B, H}, x.options().dtype(acc));
+      slot->dgates = at::empty({T, B, 4 * H}, x.options());
+    }
+  }
   // dh and dc carry the gradient from step to step, in the compute dtype; dgates is in x's dtype
   // because it is an operand of the products, like x and the weights.
-  at::Tensor dh = fresh(grad_hn, acc), dc = fresh(grad_cn, acc);
-  at::Tensor dgates = at::empty({T, B, 4 * H}, x.options());
+  at::Tensor dh = slot ? slot->dh.copy_(grad_hn) : fresh(grad_hn, acc);
+  at::Tensor dc = slot ? slot->dc.copy_(grad_cn) : fresh(grad_cn, acc);
+  at::Tensor dgates = slot ? slot->dgates : at::empty({T, B, 4 * H}, x.options());
+  const at::Tensor grad_y = slot ? slot->grad_y.copy_(grad_y_c) : grad_y_c;
+  const at::Tensor w_hh = slot ? slot->w_hh.copy_(w_hh_c) : w_hh_c;
   at::Tensor grad_x = at::empty({T, B, I}, x.options());
   at::Tensor grad_w_ih = at::zeros({4 * H, I}, x.options().dtype(acc));
   at::Tensor grad_w_hh = at::zeros({4 * H, H}, x.options().dtype(acc));
@@ -243,25 +524,31 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_backward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    auto kernel = lstm_step_backward_kernel<scalar_t, acc_t>;
-    const int64_t grid = grid_for(kernel, B * H);
-    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    const Blas blas = blas_for(dtype);
-    const acc_t* c = cs.const_data_ptr<acc_t>();
-    const scalar_t* g = gates.const_data_ptr<scalar_t>();
     scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
-    acc_t* dh_ptr = dh.mutable_data_ptr<acc_t>();
-    // All T steps back as one launch (lstm_persistent.cu), at small batch, when they fit.
-    if (!lstm_backward_persistent(grad_y, w_hh, gates, cs, dh, dc, dgates)) {
-      for (int64_t t = T - 1; t >= 0; --t) {
-        // 3. One step back: the fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.
-        kernel<<<grid, kThreads, 0, stream>>>(
-            grad_y.const_data_ptr<scalar_t>() + t * B * H, dh_ptr, dc.mutable_data_ptr<acc_t>(),
-            g + t * B * 4 * H, c + (t + 1) * B * H, c + t * B * H, dg + t * B * 4 * H, B, H);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        gemm(blas, false, false, B, H, 4 * H, dg + t * B * 4 * H, 4 * H,
-             w_hh.const_data_ptr<scalar_t>(), H, 0.0, dh_ptr, H, dtype, acc);
+    BackwardSteps<scalar_t, acc_t> steps;
+    steps.grad_y = grad_y.const_data_ptr<scalar_t>();
+    steps.dh = dh.mutable_data_ptr<acc_t>();
+    steps.dc = dc.mutable_data_ptr<acc_t>();
+    steps.gates = gates.const_data_ptr<scalar_t>();
+    steps.cs = cs.const_data_ptr<acc_t>();
+    steps.dgates = dg;
+    steps.w_hh = w_hh.const_data_ptr<scalar_t>();
+    steps.steps = T, steps.batch = B, steps.hidden = H;
+    steps.grid = grid_for(lstm_step_backward_kernel<scalar_t, acc_t>, B * H);
+    if (slot != nullptr) {
+      if (!slot->backward.ready()) {
+        slot->backward.capture([&] { return blas_for_graph(dtype, slot->workspace); },
+                               [&](const Blas& recording, cudaStream_t side) {
+                                 backward_steps(recording, side, steps, dtype);
+                               });
+        // The thread's one cuBLAS handle was bound to the recording stream, with the slot's
+        // workspace: bind it back to this call's stream before the products below.
+        blas = blas_for(dtype);
       }
+      slot->backward.replay(stream);
+    } else if (!lstm_backward_persistent(grad_y, w_hh, gates, cs, dh, dc, dgates)) {
+      // All T steps back as one launch (lstm_persistent.cu) at small batch, when they fit.
+      backward_steps(blas, stream, steps, dtype);
     }
     // 4. One product each over all T steps.
     const scalar_t* x_ptr = x.const_data_ptr<scalar_t>();

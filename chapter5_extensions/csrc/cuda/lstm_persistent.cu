@@ -24,9 +24,11 @@
 #include <cooperative_groups.h>
 
 #include <climits>
-#include <cstdlib>
-#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
+#include "../lstm.h"  // lstm_paths()
 #include "launch_utils.cuh"
 #include "lstm_persistent.h"
 
@@ -314,30 +316,38 @@ struct Plan {
   int64_t smem = 0;
 };
 
-// CUSTOM_OPS_LSTM_PERSISTENT=1 asks for the persistent kernel wherever it fits, "0" never; unset,
-// it runs where benchmark_lstm.py --persistent-sweep measured it faster than the step loop on the
-// H100 (fwd+bwd, T = 64, H = 256, 512, 1024): in float32 up to B x H = 16384; in the half types,
-// whose step loop multiplies on tensor cores while this kernel uses CUDA cores, only up to
-// B x H = 8192 and B x H x H = 2^22 (B = 4 at H = 1024). Read on every call, so a test can
-// switch it.
+}  // namespace
+
+// Unless custom_ops.lstm_paths(persistent=...) says otherwise (csrc/lstm.h), the kernel runs where
+// benchmark_lstm.py --persistent-sweep measured it faster than the step loop on the H100 (fwd+bwd,
+// T = 64, H = 256, 512, 1024): in float32 up to B x H = 16384; in the half types, whose step loop
+// multiplies on tensor cores while this kernel uses CUDA cores, only up to B x H = 8192 and
+// B x H x H = 2^22 (B = 4 at H = 1024).
 bool persistent_wanted(int64_t batch, int64_t hidden, int64_t scalar_size) {
-  const char* v = std::getenv("CUSTOM_OPS_LSTM_PERSISTENT");
-  if (v != nullptr && std::strcmp(v, "1") == 0) return true;
-  if (v != nullptr && std::strcmp(v, "0") == 0) return false;
+  const PathChoice choice = lstm_paths().persistent.load(std::memory_order_relaxed);
+  if (choice != PathChoice::kAuto) return choice == PathChoice::kAlways;
   if (scalar_size == 2) return batch * hidden <= 8192 && batch * hidden * hidden <= (1 << 22);
   return batch * hidden <= 16384;
 }
 
+namespace {
+
 // rows_per_unit: 4 forward (a unit's four gate rows), 1 backward (a unit's column); k_len: the
-// product's inner length (H forward, 4H backward).
+// product's inner length (H forward, 4H backward). Everything but the policy and T depends on the
+// device, the kernel and (B, H) only, and asks the driver (an attribute set, an occupancy query:
+// microseconds a call), so it is worked out once per such key and then looked up.
 template <typename Kernel>
 Plan plan_for(Kernel kernel, int64_t steps, int64_t batch, int64_t hidden, int rows_per_unit,
               int64_t k_len, int64_t acc_size, int64_t scalar_size) {
-  Plan plan;
-  if (!persistent_wanted(batch, hidden, scalar_size)) return plan;
+  if (!persistent_wanted(batch, hidden, scalar_size) || steps > INT_MAX) return Plan{};
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int64_t, int64_t>, Plan> plans;  // (device, B, H), this kernel
+  const std::tuple<int, int64_t, int64_t> key{c10::cuda::current_device(), batch, hidden};
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = plans.find(key); found != plans.end()) return found->second;
+  Plan& plan = plans[key];
   const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  if (!prop->cooperativeLaunch || hidden == 0 || steps > INT_MAX || hidden > INT_MAX / 4 ||
-      batch > INT_MAX / hidden) {
+  if (!prop->cooperativeLaunch || hidden == 0 || hidden > INT_MAX / 4 || batch > INT_MAX / hidden) {
     return plan;
   }
   // As many blocks as SMs, each owning an equal run of units (the last may own fewer).

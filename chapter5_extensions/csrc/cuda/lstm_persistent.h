@@ -9,6 +9,10 @@
 
 namespace custom_ops::cuda {
 
+// Whether a pass of this size should run persistent, by the policy alone (custom_ops.lstm_paths,
+// else where it measured faster); the two below may still find it does not fit.
+bool persistent_wanted(int64_t batch, int64_t hidden, int64_t scalar_size);
+
 // Steps 2 of lstm.cu for all t: gates (T, B, 4H) holds x_t W_ih^T on entry and the activated
 // gates on exit; cs (T + 1, B, H) holds c0 in cs[0] on entry and every c_t on exit; y (T, B, H).
 bool lstm_forward_persistent(at::Tensor& gates, const at::Tensor& w_hh, const at::Tensor& bias,
