@@ -187,7 +187,7 @@ void forward_steps(const Blas& blas, cudaStream_t stream, const ForwardSteps<sca
                    at::ScalarType dtype) {
   const int64_t B = a.batch, H = a.hidden;
   for (int64_t t = 0; t < a.steps; ++t) {
-    // gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
+    // 2. gates[t] += h_{t-1} W_hh^T (beta = 1 adds to the projection in place), then the step.
     const scalar_t* h_prev = t == 0 ? a.h0 : a.y + (t - 1) * B * H;
     gemm(blas, false, true, B, 4 * H, H, h_prev, H, a.w_hh, H, 1.0, a.gates + t * B * 4 * H, 4 * H,
          dtype, dtype);
@@ -216,7 +216,7 @@ void backward_steps(const Blas& blas, cudaStream_t stream, const BackwardSteps<s
                     at::ScalarType dtype) {
   const int64_t B = a.batch, H = a.hidden;
   for (int64_t t = a.steps - 1; t >= 0; --t) {
-    // The fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.
+    // 3. One step back: the fused pointwise backward, then dh_{t-1} = dgates[t] W_hh.
     lstm_step_backward_kernel<scalar_t, acc_t><<<a.grid, kThreads, 0, stream>>>(
         a.grad_y + t * B * H, a.dh, a.dc, a.gates + t * B * 4 * H, a.cs + (t + 1) * B * H,
         a.cs + t * B * H, a.dgates + t * B * 4 * H, B, H);
@@ -400,11 +400,12 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
   const auto acc_options = x.options().dtype(acc);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const Blas blas = blas_for(dtype);
-  // The step loop from a graph: not for the persistent kernel's sizes, not while the caller is
-  // capturing a graph of its own.
+  // The step loop from a graph: not where both passes run persistent, not while the caller is
+  // capturing a graph of its own. Where only the forward fits the persistent kernel, it writes
+  // into a slot's memory all the same, and the backward's loop is replayed from the slot's graph.
   std::unique_lock<std::mutex> cache_lock;
   StepGraphSlot* slot = nullptr;
-  if (T > 1 && B > 0 && !persistent_wanted(B, H, x.element_size()) && !is_capturing(stream)) {
+  if (T > 1 && B > 0 && !lstm_backward_runs_persistent(B, H, dtype) && !is_capturing(stream)) {
     cache_lock = std::unique_lock<std::mutex>(step_graphs().mutex);
     const StepGraphKey key{x.get_device(), stream, dtype, blas.compute, T, B, I, H};
     // Both passes' memory: gates and dgates, y and grad_y, w_hh in x's dtype; cs, dh, dc and
@@ -442,7 +443,7 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
     gemm(blas, false, true, T * B, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
          w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
     // All T steps as one launch (lstm_persistent.cu), at small batch, when they fit.
-    if (slot == nullptr && lstm_forward_persistent(gates, w_hh, bias, h0, cs, y)) return;
+    if (lstm_forward_persistent(gates, w_hh, bias, h0, cs, y)) return;
     ForwardSteps<scalar_t, acc_t> steps;
     steps.gates = g;
     steps.bias = bias.const_data_ptr<acc_t>();
@@ -490,7 +491,7 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
   // The step loop from the graph of the slot whose forward made these gates, if any.
   std::unique_lock<std::mutex> cache_lock;
   StepGraphSlot* slot = nullptr;
-  if (T > 1 && B > 0 && !persistent_wanted(B, H, x.element_size()) && !is_capturing(stream)) {
+  if (T > 1 && B > 0 && !lstm_backward_runs_persistent(B, H, dtype) && !is_capturing(stream)) {
     cache_lock = std::unique_lock<std::mutex>(step_graphs().mutex);
     const StepGraphKey key{x.get_device(), stream, dtype, blas.compute, T, B, I, H};
     slot = step_graphs().owner(key, gates, cs);

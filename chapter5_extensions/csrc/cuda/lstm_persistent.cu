@@ -316,8 +316,6 @@ struct Plan {
   int64_t smem = 0;
 };
 
-}  // namespace
-
 // Unless custom_ops.lstm_paths(persistent=...) says otherwise (csrc/lstm.h), the kernel runs where
 // benchmark_lstm.py --persistent-sweep measured it faster than the step loop on the H100 (fwd+bwd,
 // T = 64, H = 256, 512, 1024): in float32 up to B x H = 16384; in the half types, whose step loop
@@ -329,8 +327,6 @@ bool persistent_wanted(int64_t batch, int64_t hidden, int64_t scalar_size) {
   if (scalar_size == 2) return batch * hidden <= 8192 && batch * hidden * hidden <= (1 << 22);
   return batch * hidden <= 16384;
 }
-
-namespace {
 
 // rows_per_unit: 4 forward (a unit's four gate rows), 1 backward (a unit's column); k_len: the
 // product's inner length (H forward, 4H backward). Everything but the policy and T depends on the
@@ -408,6 +404,16 @@ bool lstm_forward_persistent(at::Tensor& gates, const at::Tensor& w_hh, const at
     launched = launch_cooperative(kernel, plan, args);
   });
   return launched;
+}
+
+bool lstm_backward_runs_persistent(int64_t batch, int64_t hidden, at::ScalarType dtype) {
+  bool fits = false;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_backward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    auto kernel = lstm_backward_persistent_kernel<scalar_t, acc_t>;
+    fits = plan_for(kernel, 1, batch, hidden, 1, 4 * hidden, sizeof(acc_t), sizeof(scalar_t)).fits;
+  });
+  return fits;
 }
 
 bool lstm_backward_persistent(const at::Tensor& grad_y, const at::Tensor& w_hh,

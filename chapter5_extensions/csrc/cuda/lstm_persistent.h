@@ -9,9 +9,10 @@
 
 namespace custom_ops::cuda {
 
-// Whether a pass of this size should run persistent, by the policy alone (custom_ops.lstm_paths,
-// else where it measured faster); the two below may still find it does not fit.
-bool persistent_wanted(int64_t batch, int64_t hidden, int64_t scalar_size);
+// Whether lstm_backward_persistent below will run (and not return false) at this size: the
+// policy, and a backward that fits. Where it will not, lstm.cu gives even a persistent forward a
+// step graph's memory, so that the backward's step loop can be replayed from a graph.
+bool lstm_backward_runs_persistent(int64_t batch, int64_t hidden, at::ScalarType dtype);
 
 // Steps 2 of lstm.cu for all t: gates (T, B, 4H) holds x_t W_ih^T on entry and the activated
 // gates on exit; cs (T + 1, B, H) holds c0 in cs[0] on entry and every c_t on exit; y (T, B, H).
