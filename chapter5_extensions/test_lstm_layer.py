@@ -1137,6 +1137,21 @@ def test_cuda_forward_and_backward_on_small_shapes(dtype, path, paths):
 
 @pytest.mark.cuda
 @pytest.mark.sanitize
+def test_a_persistent_forward_then_a_step_graph_backward(paths):
+    """float32 at H = 1024, B = 8: the forward fits the persistent kernel and writes into a
+    slot's memory, the backward does not fit it and replays the slot's graph."""
+    paths(persistent="auto", step_graphs="always")
+    args = layer_inputs("cuda", torch.float32, requires_grad=True, sizes=(2, 8, 4, 1024))
+    for _ in range(2):
+        y, h, c = custom_ops.lstm(*args)
+        (y.sum() + h.sum() + c.sum()).backward()
+    for a in args:
+        assert torch.isfinite(a.grad).all()
+    torch.cuda.synchronize()
+
+
+@pytest.mark.cuda
+@pytest.mark.sanitize
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 @pytest.mark.parametrize("projected", [False, True], ids=["plain", "projected"])
