@@ -153,7 +153,10 @@ def lstm_paths(persistent: str | None = None, step_graphs: str | None = None) ->
     persistent   the whole recurrence as one kernel launch (csrc/cuda/lstm_persistent.cu); "auto"
                  uses it at the small batches where it measured faster, "always" wherever it fits.
     step_graphs  the step loop replayed from a CUDA graph (csrc/cuda/lstm.cu); "auto" from a
-                 shape's second call, where B x H <= 2^18, "always" from the first call."""
+                 shape's second call, where B x H <= 2^18, "always" from the first call. The
+                 graph's memory is then the op's y (and what autograd saves): it is reused on the
+                 stream that made it once nothing references it, and record_stream does not hold
+                 it back, so keep a reference while another stream reads y."""
     before = ops._lstm_paths.default(persistent or "", step_graphs or "")
     try:
         yield
