@@ -185,7 +185,8 @@ class LSTM(torch.nn.Module):
         if not serial:
             concurrent = self.concurrent_directions
             if concurrent is None:
-                concurrent = h0.shape[1] * self.hidden_size >= TWO_STREAMS_FROM
+                start = TWO_STREAMS_FROM if batch_sizes is None else TWO_STREAMS_FROM_PACKED
+                concurrent = h0.shape[1] * self.hidden_size >= start
             serial = not concurrent
         if serial:
             return [
@@ -270,10 +271,13 @@ class LSTM(torch.nn.Module):
         return y, (h_n, c_n)
 
 
-# batch * hidden from which two directions run on two streams by default: one H100 run of
-# benchmarks/lstm_options.py (2026-11-26) had two streams faster back to back at B = 256,
-# H = 1024 (2^18) and slower at B = 64, H = 1024 (2^16), where the host sets the pace.
-TWO_STREAMS_FROM = 2**18
+# batch * hidden from which two directions run on two streams by default, from H100 runs of
+# benchmarks/lstm_options.py. A padded batch's loop is replayed from a CUDA graph, and on
+# 2026-11-27 two streams were faster back to back from B = 64 at H = 1024 (2^16). A packed
+# batch's loop is launched step by step, the host sets the pace at B = 64, and two streams pay
+# only from B = 256 (2^18, 2026-11-26).
+TWO_STREAMS_FROM = 2**16
+TWO_STREAMS_FROM_PACKED = 2**18
 
 _SIDE_STREAMS: dict[int, torch.cuda.Stream] = {}
 
