@@ -313,6 +313,36 @@ def test_a_step_graphs_memory_is_reused_only_once_its_outputs_are_dropped(paths)
     torch.testing.assert_close(third, kept, rtol=0, atol=0)
 
 
+@pytest.mark.cuda
+def test_a_step_graph_made_under_inference_mode_serves_only_inference_mode(paths):
+    """Under torch.inference_mode a slot's tensors are inference tensors, which may not be written
+    in place outside it: a call outside gets a slot of its own, and both give the step loop's
+    values."""
+    paths(persistent="never")
+    args = layer_inputs("cuda", torch.float32, sizes=(4, 64, 8, 32))
+    with custom_ops.lstm_paths(step_graphs="never"):
+        want = custom_ops.lstm(*args)[0]
+    with custom_ops.lstm_paths(step_graphs="always"):
+        with torch.inference_mode():
+            inferred = custom_ops.lstm(*args)[0].clone()  # its output dropped: the slot is idle
+        got = custom_ops.lstm(*args)[0]
+    torch.testing.assert_close(inferred, want, rtol=0, atol=0)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_freeing_an_outputs_storage_leaves_the_step_graphs_memory_alone(paths):
+    """untyped_storage().resize_(0) (what activation-offloading code does) frees the caller's
+    storage, not the slot's: the next call, which takes the slot again, is right."""
+    paths(persistent="never", step_graphs="always")
+    args = layer_inputs("cuda", torch.float32, sizes=(4, 64, 8, 32))
+    y = custom_ops.lstm(*args)[0]
+    want = y.clone()
+    y.untyped_storage().resize_(0)
+    del y
+    torch.testing.assert_close(custom_ops.lstm(*args)[0], want, rtol=0, atol=0)
+
+
 def test_gradcheck_in_float64(device):
     """Every input: x, h0, c0, both weights and both biases, by finite differences."""
     assert torch.autograd.gradcheck(custom_ops.lstm, layer_inputs(device, requires_grad=True))

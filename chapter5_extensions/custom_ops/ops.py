@@ -148,12 +148,14 @@ def lstm(
 def lstm_paths(persistent: str | None = None, step_graphs: str | None = None) -> Iterator[None]:
     """Within the block, the paths custom_ops::lstm takes on CUDA (tests and benchmarks use it to
     time or check one path; the CPU has one path). Each is "auto" (the measured choice),
-    "always" or "never"; None leaves it as it is.
+    "always" or "never"; None leaves it as it is. The setting is the process's: other threads see
+    it too, and a backward run after the block runs as the defaults say.
 
     persistent   the whole recurrence as one kernel launch (csrc/cuda/lstm_persistent.cu); "auto"
                  uses it at the small batches where it measured faster, "always" wherever it fits.
     step_graphs  the step loop replayed from a CUDA graph (csrc/cuda/lstm.cu); "auto" from a
-                 shape's second call, where B x H <= 2^18, "always" from the first call. The
+                 shape's second call, where B x H <= 2^18, "always" from the first call and at
+                 any size. The
                  graph's memory is then the op's y (and what autograd saves): it is reused on the
                  stream that made it once nothing references it, and record_stream does not hold
                  it back, so keep a reference while another stream reads y."""

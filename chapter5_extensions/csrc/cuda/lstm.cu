@@ -3,7 +3,8 @@
 // each step as one fused kernel. Per time step the host issues a GEMM and a kernel (a few more
 // calls for a projection, or where sequences begin or end) and nothing else: no tensor is created
 // and no ATen op is dispatched inside the loop. At small batch lstm_persistent.cu replaces each of
-// lstm's loops with one launch.
+// lstm's loops with one launch; past it, lstm's loops are recorded once into a CUDA graph and
+// replayed with one launch (the section "The step loop as a CUDA graph").
 
 // Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
 // define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
@@ -19,6 +20,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -244,12 +246,22 @@ struct StepGraphKey {
   cudaStream_t stream;
   at::ScalarType dtype;
   cublasComputeType_t compute;  // TF32 or not: captured into the graph's products
+  // Under torch.inference_mode the slot's tensors are inference tensors, which may not be written
+  // in place outside it: such a slot serves inference-mode calls only.
+  bool inference;
   int64_t steps, batch, input, hidden;
   bool operator==(const StepGraphKey& o) const {
-    return std::tie(device, stream, dtype, compute, steps, batch, input, hidden) ==
-           std::tie(o.device, o.stream, o.dtype, o.compute, o.steps, o.batch, o.input, o.hidden);
+    return std::tie(device, stream, dtype, compute, inference, steps, batch, input, hidden) ==
+           std::tie(o.device, o.stream, o.dtype, o.compute, o.inference, o.steps, o.batch, o.input,
+                    o.hidden);
   }
 };
+
+StepGraphKey key_for(const at::Tensor& x, cudaStream_t stream, const Blas& blas,
+                     const LstmSizes& s) {
+  return {x.get_device(), stream,  x.scalar_type(), blas.compute, c10::InferenceMode::is_enabled(),
+          s.steps,        s.batch, s.input,         s.hidden};
+}
 
 struct StepGraphSlot {
   StepGraphKey key;
@@ -259,7 +271,9 @@ struct StepGraphSlot {
   Graph forward, backward;
   uint64_t last_use = 0;
 
-  // Nothing outside the cache holds y, gates or cs: no tensor handle, no view of one.
+  // Nothing outside the cache holds y, gates or cs. Every handle the op gave out keeps a
+  // reference to the slot's storage (share() below), and so does every view of one, and the copy
+  // autograd saves of an output: the storage's count says whether any is left.
   bool idle() const {
     for (const at::Tensor* t : {&y, &gates, &cs}) {
       if (t->use_count() > 1 || t->storage().use_count() > 1) return false;
@@ -276,18 +290,29 @@ struct StepGraphSlot {
   }
 };
 
-// A new handle on t's memory: its own autograd metadata and version counter, so that what the
-// caller does with it (autograd records the op's outputs) never touches the cache's own handle.
+// A new tensor over t's memory for the caller: its own autograd metadata and version counter, and
+// its own storage, which holds a reference to the slot's until it is freed. What the caller does
+// to it (autograd records the op's outputs; untyped_storage().resize_(0) frees a storage) never
+// touches the cache's tensor or the graph's memory: a resize gives that storage new memory from
+// the allocator and lets go of the slot's. Not the caching allocator's block: record_stream on it
+// has no effect.
 at::Tensor share(const at::Tensor& t) {
+  auto* keep = new c10::Storage(t.storage());
+  c10::DataPtr data(
+      t.storage().mutable_data(), keep, [](void* s) { delete static_cast<c10::Storage*>(s); },
+      t.device());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), t.storage().nbytes(), std::move(data),
+                       t.storage().allocator(), /*resizable=*/true);
   at::Tensor handle =
-      at::detail::make_tensor<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
+      at::detail::make_tensor<c10::TensorImpl>(std::move(storage), t.key_set(), t.dtype());
   handle.unsafeGetTensorImpl()->set_sizes_contiguous(t.sizes());
   return handle;
 }
 
 // Where step graphs are used (custom_ops.lstm_paths(step_graphs="auto")): up to B x H = 2^18
-// (H = 1024 at B = 256), beyond which each step's GPU work outweighs its launches; from a shape's
-// second call, so that a shape seen once is not captured; within 16 slots and 2 GiB, the least
+// (H = 1024 at B = 256; at B = 4096 the kernels hide the launches and a graph saved nothing, and
+// a slot's memory grows with B; nothing between was measured); from a shape's second call, so
+// that a shape seen once is not captured; within 16 slots and 2 GiB for the process, the least
 // recently used idle slot making room.
 constexpr int64_t kGraphMaxBatchHidden = int64_t{1} << 18;
 constexpr size_t kGraphMaxSlots = 16;
@@ -295,7 +320,9 @@ constexpr int64_t kGraphMaxBytes = int64_t{2} << 30;
 
 class StepGraphCache {
  public:
-  std::mutex mutex;  // held by a call for as long as it uses the cache and a slot's memory
+  // Held by a call for as long as it uses the cache and a slot's memory, capture included: calls
+  // of lstm from several threads (the autograd engine's, one per GPU) take turns on the host.
+  std::mutex mutex;
 
   // An idle slot for key, or a new one; nullptr where graphs are not to be used. make(slot) gives
   // a new slot its forward memory.
@@ -305,7 +332,9 @@ class StepGraphCache {
     if (choice == PathChoice::kNever) return nullptr;
     if (choice == PathChoice::kAuto) {
       if (key.batch * key.hidden > kGraphMaxBatchHidden) return nullptr;
-      const bool seen = std::find(seen_.begin(), seen_.end(), key) != seen_.end();
+      const bool seen =
+          std::find(seen_.begin(), seen_.end(), key) != seen_.end() ||
+          std::any_of(slots_.begin(), slots_.end(), [&](const auto& s) { return s->key == key; });
       if (!seen) {
         if (seen_.size() == 64) seen_.erase(seen_.begin());
         seen_.push_back(key);
@@ -407,7 +436,7 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
   StepGraphSlot* slot = nullptr;
   if (T > 1 && B > 0 && !lstm_backward_runs_persistent(B, H, dtype) && !is_capturing(stream)) {
     cache_lock = std::unique_lock<std::mutex>(step_graphs().mutex);
-    const StepGraphKey key{x.get_device(), stream, dtype, blas.compute, T, B, I, H};
+    const StepGraphKey key = key_for(x, stream, blas, s);
     // Both passes' memory: gates and dgates, y and grad_y, w_hh in x's dtype; cs, dh, dc and
     // the bias in the compute dtype.
     const int64_t elements = 2 * T * B * 4 * H + 2 * T * B * H + 4 * H * H + B * H;
@@ -459,6 +488,7 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
                             [&](const Blas& recording, cudaStream_t side) {
                               forward_steps(recording, side, steps, dtype);
                             });
+      blas_for(dtype);  // the handle back on this call's stream, as in the backward
     }
     slot->forward.replay(stream);
   });
@@ -493,7 +523,7 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
   StepGraphSlot* slot = nullptr;
   if (T > 1 && B > 0 && !lstm_backward_runs_persistent(B, H, dtype) && !is_capturing(stream)) {
     cache_lock = std::unique_lock<std::mutex>(step_graphs().mutex);
-    const StepGraphKey key{x.get_device(), stream, dtype, blas.compute, T, B, I, H};
+    const StepGraphKey key = key_for(x, stream, blas, s);
     slot = step_graphs().owner(key, gates, cs);
     if (slot == nullptr) {
       cache_lock.unlock();

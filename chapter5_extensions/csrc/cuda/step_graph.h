@@ -50,8 +50,8 @@ class Graph {
   bool ready() const { return exec_ != nullptr; }
 
   // Records what issue(prepared, stream) launches on `stream`, without running it. Both run
-  // with recording_stream() as the current one (the default stream, which most code runs on,
-  // cannot be captured), one capture at a time per device (the caller's lock): prepare() first,
+  // with recording_stream() as the current one, a stream nothing else launches on, one capture
+  // at a time (the caller's lock): prepare() first,
   // before recording starts, for what may allocate (a cuBLAS handle bound to the stream); issue()
   // only launches. An allocation or a synchronization while recording is an error.
   template <typename Prepare, typename Issue>
