@@ -614,6 +614,90 @@ def test_lstm_packed_opcheck_of_the_backward(device, projected):
     )
 
 
+def packed_batch(lengths, features, hidden, out, dtype, seed=0):
+    """lstm_packed's arguments on the GPU, every tensor requiring its gradient, for sequences of
+    these lengths (longest first); projected to `out` features when out < hidden."""
+    g = torch.Generator().manual_seed(seed)
+    batch_sizes = torch.tensor([sum(n > t for n in lengths) for t in range(lengths[0])])
+    rows, batch = int(batch_sizes.sum()), len(lengths)
+    shapes = [(rows, features), (batch, out), (batch, hidden), (4 * hidden, features),
+              (4 * hidden, out), (4 * hidden,), (4 * hidden,)]  # fmt: skip
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh = (
+        random(s, g, "cuda", dtype).requires_grad_() for s in shapes
+    )
+    w_hr = random((out, hidden), g, "cuda", dtype).requires_grad_() if out < hidden else None
+    return [x, batch_sizes, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr]
+
+
+def packed_fwd_bwd_results(args, reverse, grad_y):
+    """custom_ops.lstm_packed's outputs and the gradients of every input, detached."""
+    y, h, c = custom_ops.lstm_packed(*args, reverse=reverse)
+    inputs = [a for a in args if a is not None and a.is_floating_point()]
+    grads = torch.autograd.grad(
+        (y, h, c), inputs, (grad_y, torch.ones_like(h), -torch.ones_like(c))
+    )
+    return [t.detach().clone() for t in (y, h, c, *grads)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize(
+    ("lengths", "out"),
+    [([9] * 16, 24), ([9, 9, 7, 4, 4, 1], 24), ([9, 9, 7, 4, 4, 1], 64)],
+    ids=["padded-projected", "packed-projected", "packed"],
+)
+def test_a_packed_step_graph_gives_what_the_step_loop_gives(lengths, out, reverse, dtype):
+    """lstm_packed's loops recorded once and replayed: bit for bit the launched loops' results,
+    forward and backward, in the recording call and the replays."""
+    args = packed_batch(lengths, features=12, hidden=64, out=out, dtype=dtype)
+    grad_y = random((args[0].shape[0], out), torch.Generator().manual_seed(2), "cuda", dtype)
+    with custom_ops.lstm_paths(step_graphs="never"):
+        want = packed_fwd_bwd_results(args, reverse, grad_y)
+    with custom_ops.lstm_paths(step_graphs="always"):
+        runs = [packed_fwd_bwd_results(args, reverse, grad_y) for _ in range(3)]
+    for got in runs:
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def host_launches(call) -> tuple[int, int]:
+    """(kernel launches, graph launches) the host issues in call(), counted from the CUDA runtime
+    and driver calls the profiler records (cuBLAS launches through the driver)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+        call()
+        torch.cuda.synchronize()
+    names = [event.name for event in trace.events()]
+    return sum("LaunchKernel" in n for n in names), names.count("cudaGraphLaunch")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("op", ["lstm", "lstm_packed"])
+def test_step_graphs_replace_the_launches_of_the_step_loop(op, paths):
+    """That the graph is what runs, not only that it would give the same values: with step graphs
+    a call issues one graph launch and a handful of kernels, whatever T; without, at least a
+    kernel per step (and a cuBLAS product)."""
+    paths(persistent="never")
+    steps = 64
+    if op == "lstm":
+        args = layer_inputs("cuda", torch.float32, sizes=(steps, 16, 8, 32))
+        call = lambda: custom_ops.lstm(*args)  # noqa: E731
+    else:
+        args = packed_batch([steps] * 16, features=8, hidden=32, out=16, dtype=torch.float32)
+        call = lambda: custom_ops.lstm_packed(*args, reverse=False)  # noqa: E731
+    with torch.no_grad():
+        with custom_ops.lstm_paths(step_graphs="never"):
+            kernels, graphs = host_launches(call)
+        assert graphs == 0 and kernels >= steps, (kernels, graphs)
+        with custom_ops.lstm_paths(step_graphs="always"):
+            call()  # records the graph
+            kernels, graphs = host_launches(call)
+        assert graphs == 1 and kernels < steps // 4, (kernels, graphs)
+
+
 def bad_packed_calls():
     def call(**change):
         names = ["x", "batch_sizes", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh", "w_hr"]
@@ -1185,7 +1269,11 @@ def test_a_persistent_forward_then_a_step_graph_backward(paths):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 @pytest.mark.parametrize("projected", [False, True], ids=["plain", "projected"])
-def test_cuda_packed_forward_and_backward_on_small_shapes(dtype, reverse, projected):
+@pytest.mark.parametrize("step_graphs", ["never", "always"], ids=["step-loop", "step-graph"])
+def test_cuda_packed_forward_and_backward_on_small_shapes(
+    dtype, reverse, projected, step_graphs, paths
+):
+    paths(step_graphs=step_graphs)
     args = [
         a.to(dtype).requires_grad_() if a.is_floating_point() else a
         for a in packed_inputs("cuda", projected=projected)
@@ -1193,8 +1281,9 @@ def test_cuda_packed_forward_and_backward_on_small_shapes(dtype, reverse, projec
     ]
     if not projected:
         args.append(None)
-    y, h, c = custom_ops.lstm_packed(*args, reverse=reverse)
-    (y.float().sum() + h.float().sum() + c.float().sum()).backward()
+    for _ in range(2):  # a step graph is made by the first call and replayed by the second
+        y, h, c = custom_ops.lstm_packed(*args, reverse=reverse)
+        (y.float().sum() + h.float().sum() + c.float().sum()).backward()
     for a in args:
         if a is not None and a.is_floating_point():
             assert torch.isfinite(a.grad).all()

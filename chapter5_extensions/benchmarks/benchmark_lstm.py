@@ -698,7 +698,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "lstm_layer.json").write_text(json.dumps(result, indent=2) + "\n")
+        earlier = args.out / "lstm_layer.json"
+        if earlier.exists() and "options" in (kept_file := json.loads(earlier.read_text())):
+            result["options"] = kept_file["options"]  # lstm_options.py's rows, not run here
+        earlier.write_text(json.dumps(result, indent=2) + "\n")
         (args.out / "lstm_layer.md").write_text(table)
         if sweep:
             plot(result, args.out / "lstm_layer.png")

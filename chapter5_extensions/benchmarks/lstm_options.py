@@ -6,6 +6,9 @@ back to back, the two taking turns; the same weights in both.
     python chapter5_extensions/benchmarks/lstm_options.py --quick    # small shapes, seconds
     python chapter5_extensions/benchmarks/lstm_options.py --out docs/perf/h100
 
+With --out, the rows also go into that folder's lstm_layer.json (benchmark_lstm.py's results), under
+"options", each row's "case" naming the variant: one file holds every measurement of the layer.
+
 Lesson: chapter 5, Part 2, "Both directions, projections, packed batches".
 """
 
@@ -179,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "lstm_options.md").write_text(markdown)
         (args.out / "lstm_options.json").write_text(json.dumps(result, indent=1) + "\n")
+        layer = args.out / "lstm_layer.json"
+        if layer.exists() and not args.quick:
+            merged = json.loads(layer.read_text()) | {"options": result}
+            layer.write_text(json.dumps(merged, indent=2) + "\n")
     return 0
 
 

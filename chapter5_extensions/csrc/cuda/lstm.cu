@@ -3,8 +3,8 @@
 // each step as one fused kernel. Per time step the host issues a GEMM and a kernel (a few more
 // calls for a projection, or where sequences begin or end) and nothing else: no tensor is created
 // and no ATen op is dispatched inside the loop. At small batch lstm_persistent.cu replaces each of
-// lstm's loops with one launch; past it, lstm's loops are recorded once into a CUDA graph and
-// replayed with one launch (the section "The step loop as a CUDA graph").
+// lstm's loops with one launch; past it, the loops of both ops are recorded once into a CUDA graph
+// and replayed with one launch (the section "The step loop as a CUDA graph").
 
 // Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
 // define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
@@ -263,6 +263,25 @@ StepGraphKey key_for(const at::Tensor& x, cudaStream_t stream, const Blas& blas,
           s.steps,        s.batch, s.input,         s.hidden};
 }
 
+// Whether nothing outside the cache holds these tensors of a slot, the ones the op handed out.
+// Every handle it gave out keeps a reference to the slot's storage (share() below), and so does
+// every view of one, and the copy autograd saves of an output: the storage's count says whether any
+// is left.
+bool none_held(std::initializer_list<const at::Tensor*> handed_out) {
+  for (const at::Tensor* t : handed_out) {
+    if (t->use_count() > 1 || t->storage().use_count() > 1) return false;
+  }
+  return true;
+}
+
+int64_t total_bytes(std::initializer_list<const at::Tensor*> tensors) {
+  int64_t n = 0;
+  for (const at::Tensor* t : tensors) {
+    if (t->defined()) n += t->nbytes();
+  }
+  return n;
+}
+
 struct StepGraphSlot {
   StepGraphKey key;
   at::Tensor w_hh, bias, h0, gates, cs, y;  // the forward graph's memory
@@ -271,22 +290,10 @@ struct StepGraphSlot {
   Graph forward, backward;
   uint64_t last_use = 0;
 
-  // Nothing outside the cache holds y, gates or cs. Every handle the op gave out keeps a
-  // reference to the slot's storage (share() below), and so does every view of one, and the copy
-  // autograd saves of an output: the storage's count says whether any is left.
-  bool idle() const {
-    for (const at::Tensor* t : {&y, &gates, &cs}) {
-      if (t->use_count() > 1 || t->storage().use_count() > 1) return false;
-    }
-    return true;
-  }
+  bool idle() const { return none_held({&y, &gates, &cs}); }
   int64_t bytes() const {
-    int64_t n = 0;
-    for (const at::Tensor* t :
-         {&w_hh, &bias, &h0, &gates, &cs, &y, &grad_y, &dh, &dc, &dgates, &workspace}) {
-      if (t->defined()) n += t->nbytes();
-    }
-    return n;
+    return total_bytes(
+        {&w_hh, &bias, &h0, &gates, &cs, &y, &grad_y, &dh, &dc, &dgates, &workspace});
   }
 };
 
@@ -312,22 +319,30 @@ at::Tensor share(const at::Tensor& t) {
 // Where step graphs are used (custom_ops.lstm_paths(step_graphs="auto")): up to B x H = 2^18
 // (H = 1024 at B = 256; at B = 4096 the kernels hide the launches and a graph saved nothing, and
 // a slot's memory grows with B; nothing between was measured); from a shape's second call, so
-// that a shape seen once is not captured; within 16 slots and 2 GiB for the process, the least
+// that a shape seen once is not captured; within 16 slots and 2 GiB for each op's cache, the least
 // recently used idle slot making room.
 constexpr int64_t kGraphMaxBatchHidden = int64_t{1} << 18;
 constexpr size_t kGraphMaxSlots = 16;
 constexpr int64_t kGraphMaxBytes = int64_t{2} << 30;
 
-class StepGraphCache {
+// One lock for both caches (lstm's and lstm_packed's), held by a call for as long as it uses a
+// cache and a slot's memory, capture included: calls from several threads (the autograd engine's,
+// one per GPU) take turns on the host, and two captures never share the recording stream.
+std::mutex& graphs_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+
+// The slots of one op (Slot: StepGraphSlot, or PackedGraphSlot below), each with its key.
+template <typename Slot>
+class GraphCache {
  public:
-  // Held by a call for as long as it uses the cache and a slot's memory, capture included: calls
-  // of lstm from several threads (the autograd engine's, one per GPU) take turns on the host.
-  std::mutex mutex;
+  using Key = decltype(Slot::key);
 
   // An idle slot for key, or a new one; nullptr where graphs are not to be used. make(slot) gives
   // a new slot its forward memory.
   template <typename Make>
-  StepGraphSlot* acquire(const StepGraphKey& key, int64_t new_bytes, Make make) {
+  Slot* acquire(const Key& key, int64_t new_bytes, Make make) {
     const PathChoice choice = lstm_paths().step_graphs.load(std::memory_order_relaxed);
     if (choice == PathChoice::kNever) return nullptr;
     if (choice == PathChoice::kAuto) {
@@ -348,8 +363,8 @@ class StepGraphCache {
       }
     }
     if (!make_room(new_bytes)) return nullptr;
-    slots_.push_back(std::make_unique<StepGraphSlot>());
-    StepGraphSlot* slot = slots_.back().get();
+    slots_.push_back(std::make_unique<Slot>());
+    Slot* slot = slots_.back().get();
     slot->key = key;
     slot->last_use = ++clock_;
     make(*slot);
@@ -357,7 +372,7 @@ class StepGraphCache {
   }
 
   // The slot whose forward made these gates and cs, if it is on this key (device, stream, shape).
-  StepGraphSlot* owner(const StepGraphKey& key, const at::Tensor& gates, const at::Tensor& cs) {
+  Slot* owner(const Key& key, const at::Tensor& gates, const at::Tensor& cs) {
     if (lstm_paths().step_graphs.load(std::memory_order_relaxed) == PathChoice::kNever) {
       return nullptr;
     }
@@ -391,13 +406,13 @@ class StepGraphCache {
     }
   }
 
-  std::vector<std::unique_ptr<StepGraphSlot>> slots_;
-  std::vector<StepGraphKey> seen_;  // the shapes called lately, to capture from a second call
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Key> seen_;  // the shapes called lately, to capture from a second call
   uint64_t clock_ = 0;
 };
 
-StepGraphCache& step_graphs() {
-  static auto* cache = new StepGraphCache;  // never deleted: no CUDA calls at the process's exit
+GraphCache<StepGraphSlot>& step_graphs() {
+  static auto* cache = new GraphCache<StepGraphSlot>;  // never deleted: no CUDA calls at exit
   return *cache;
 }
 
@@ -435,7 +450,7 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
   std::unique_lock<std::mutex> cache_lock;
   StepGraphSlot* slot = nullptr;
   if (T > 1 && B > 0 && !lstm_backward_runs_persistent(B, H, dtype) && !is_capturing(stream)) {
-    cache_lock = std::unique_lock<std::mutex>(step_graphs().mutex);
+    cache_lock = std::unique_lock<std::mutex>(graphs_mutex());
     const StepGraphKey key = key_for(x, stream, blas, s);
     // Both passes' memory: gates and dgates, y and grad_y, w_hh in x's dtype; cs, dh, dc and
     // the bias in the compute dtype.
@@ -522,7 +537,7 @@ LstmGrads lstm_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad
   std::unique_lock<std::mutex> cache_lock;
   StepGraphSlot* slot = nullptr;
   if (T > 1 && B > 0 && !lstm_backward_runs_persistent(B, H, dtype) && !is_capturing(stream)) {
-    cache_lock = std::unique_lock<std::mutex>(step_graphs().mutex);
+    cache_lock = std::unique_lock<std::mutex>(graphs_mutex());
     const StepGraphKey key = key_for(x, stream, blas, s);
     slot = step_graphs().owner(key, gates, cs);
     if (slot == nullptr) {
@@ -691,6 +706,171 @@ void copy_async(T* dst, const T* src, int64_t count, cudaStream_t stream) {
   }
 }
 
+// Step 2 for every step of a packed batch, in the order it runs: per step the product with W_hh
+// (two where sequences begin), the fused kernel and, when projected, the product with W_hr. What it
+// reads and writes, each pointer at the first row.
+template <typename scalar_t, typename acc_t>
+struct PackedForwardSteps {
+  scalar_t* gates;       // (N, 4H): x W_ih^T in, the activated gates out
+  const acc_t* bias;     // (4H,)
+  acc_t* c_state;        // (B, H): c0 in, c_n out
+  acc_t* cs;             // (N, H): each row's c
+  scalar_t* r;           // (N, H) when projected, else null
+  scalar_t* y;           // (N, P)
+  scalar_t* h_n;         // (B, P)
+  scalar_t* h_prev;      // (N, P)
+  const scalar_t* h0;    // (B, P)
+  const scalar_t* w_hh;  // (4H, P)
+  const scalar_t* w_hr;  // (P, H) or null
+  int64_t grid;
+};
+
+template <typename scalar_t, typename acc_t>
+void packed_forward_steps(const Blas& blas, cudaStream_t stream, const LstmPackedSizes& s,
+                          bool reverse, const PackedForwardSteps<scalar_t, acc_t>& a,
+                          at::ScalarType dtype) {
+  const int64_t H = s.hidden, P = s.out;
+  const bool projected = a.w_hr != nullptr;
+  const char* op = "lstm_packed";
+  for (int64_t k = 0; k < s.steps; ++k) {
+    const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], first = s.offsets[t];
+    if (n == 0) continue;  // an empty batch: no rows, and a launch of no blocks is an error
+    // This step's rows: gates += h W_hh^T, h being the step before's y for the rows that
+    // continue and h0 for those that begin here; then the pointwise part, then the projection.
+    const PreviousRows prev = previous_rows(s, k, reverse);
+    const scalar_t* h_continuing = a.y + prev.offset * P;
+    gemm(blas, false, true, prev.count, 4 * H, P, h_continuing, P, a.w_hh, P, 1.0,
+         a.gates + first * 4 * H, 4 * H, dtype, dtype, op);
+    gemm(blas, false, true, n - prev.count, 4 * H, P, a.h0 + prev.count * P, P, a.w_hh, P, 1.0,
+         a.gates + (first + prev.count) * 4 * H, 4 * H, dtype, dtype, op);
+    // Rows from `staying` on end at this step (forward: the sequences of this length; in
+    // reverse: all of them, at step 0). Their h is h_n.
+    const int64_t staying =
+        k + 1 < s.steps ? std::min(s.batch_sizes[s.step(k + 1, reverse)], n) : 0;
+    PackedStepForward<scalar_t, acc_t> step{};
+    step.gates = a.gates + first * 4 * H;
+    step.bias = a.bias;
+    step.c_state = a.c_state;
+    step.c_saved = a.cs + first * H;
+    step.out = projected ? a.r + first * H : a.y + first * P;
+    step.h_n = projected ? nullptr : a.h_n;
+    step.staying = staying;
+    step.h_continuing = h_continuing;
+    step.continuing = prev.count;
+    step.h0 = a.h0;
+    step.h_prev = a.h_prev + first * P;
+    step.out_features = P;
+    step.rows = n;
+    step.hidden = H;
+    lstm_packed_step_forward_kernel<scalar_t, acc_t><<<a.grid, kThreads, 0, stream>>>(step);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (projected) {  // y_t = r_t W_hr^T, which the next step reads as its h
+      gemm(blas, false, true, n, P, H, a.r + first * H, H, a.w_hr, H, 0.0, a.y + first * P, P,
+           dtype, dtype, op);
+      copy_async(a.h_n + staying * P, a.y + (first + staying) * P, (n - staying) * P, stream);
+    }
+  }
+}
+
+// Step 3 for every step of a packed batch, in reverse order: when projected, the gradient reaching
+// r ((grad_y + dh) W_hr); the fused kernel; the gradient reaching the h each row started from
+// (dgates W_hh). Each pointer at the first row.
+template <typename scalar_t, typename acc_t>
+struct PackedBackwardSteps {
+  const scalar_t* grad_y;  // (N, P)
+  acc_t* dh;               // (B, P): the gradient of h_n in, of h0 out
+  acc_t* dc;               // (B, H): the gradient of c_n in, of c0 out
+  const scalar_t* gates;   // (N, 4H), as the forward left them
+  const acc_t* cs;         // (N, H)
+  const acc_t* c0;         // (B, H)
+  scalar_t* dgates;        // (N, 4H), written
+  scalar_t* dh_all;        // (N, P) when projected: each step's grad_y + dh, for dW_hr
+  acc_t* dr;               // (B, H) when projected
+  const scalar_t* w_hh;    // (4H, P)
+  const scalar_t* w_hr;    // (P, H) or null
+  int64_t grid, add_grid;
+};
+
+template <typename scalar_t, typename acc_t>
+void packed_backward_steps(const Blas& blas, cudaStream_t stream, const LstmPackedSizes& s,
+                           bool reverse, const PackedBackwardSteps<scalar_t, acc_t>& a,
+                           at::ScalarType dtype) {
+  const int64_t H = s.hidden, P = s.out;
+  const auto acc = opmath_dtype(dtype);
+  const char* op = "lstm_packed_backward";
+  for (int64_t k = s.steps - 1; k >= 0; --k) {
+    const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], first = s.offsets[t];
+    if (n == 0) continue;
+    const PreviousRows prev = previous_rows(s, k, reverse);
+    const scalar_t* grad_y_t = a.grad_y + first * P;
+    const acc_t* dh_t = a.dh;
+    if (a.w_hr != nullptr) {  // the gradient reaching r: (grad_y + dh) W_hr
+      scalar_t* dh_rows = a.dh_all + first * P;
+      add_rounded_kernel<scalar_t, acc_t>
+          <<<a.add_grid, kThreads, 0, stream>>>(grad_y_t, a.dh, dh_rows, n * P);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      gemm(blas, false, false, n, H, P, dh_rows, P, a.w_hr, H, 0.0, a.dr, H, dtype, acc, op);
+      grad_y_t = nullptr;
+      dh_t = a.dr;
+    }
+    lstm_packed_step_backward_kernel<scalar_t, acc_t><<<a.grid, kThreads, 0, stream>>>(
+        grad_y_t, dh_t, a.dc, a.gates + first * 4 * H, a.cs + first * H, a.cs + prev.offset * H,
+        prev.count, a.c0, a.dgates + first * 4 * H, n, H);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    // The gradient reaching the h this step started from: dgates W_hh.
+    gemm(blas, false, false, n, P, 4 * H, a.dgates + first * 4 * H, 4 * H, a.w_hh, P, 0.0, a.dh, P,
+         dtype, acc, op);
+  }
+}
+
+// lstm_packed's step loops from CUDA graphs, as lstm's: a slot's graph replays one packed batch's
+// steps, so its key holds the batch's sizes, step by step. A padded batch with a projection (the
+// same B at every step) then replays one graph from its second call; packed batches of sequences
+// whose lengths change from batch to batch are seen once each, and never recorded.
+struct PackedGraphKey {
+  int device;
+  cudaStream_t stream;
+  at::ScalarType dtype;
+  cublasComputeType_t compute;
+  bool inference, reverse;
+  int64_t batch, input, hidden, out;  // B, I, H, P
+  std::vector<int64_t> batch_sizes;
+  bool operator==(const PackedGraphKey& o) const {
+    return std::tie(device, stream, dtype, compute, inference, reverse, batch, input, hidden, out,
+                    batch_sizes) == std::tie(o.device, o.stream, o.dtype, o.compute, o.inference,
+                                             o.reverse, o.batch, o.input, o.hidden, o.out,
+                                             o.batch_sizes);
+  }
+};
+
+PackedGraphKey packed_key_for(const at::Tensor& x, cudaStream_t stream, const Blas& blas,
+                              const LstmPackedSizes& s, bool reverse) {
+  return {x.get_device(), stream,  x.scalar_type(), blas.compute, c10::InferenceMode::is_enabled(),
+          reverse,        s.batch, s.input,         s.hidden,     s.out,
+          s.batch_sizes};
+}
+
+struct PackedGraphSlot {
+  PackedGraphKey key;
+  at::Tensor w_hh, w_hr, bias, h0, c_state, h_n;      // copied in, or the state the loop carries
+  at::Tensor gates, cs, r, y, h_prev;                 // the forward's outputs, handed out
+  at::Tensor grad_y, dh, dc, c0, dgates, dh_all, dr;  // the backward's, from its first call
+  at::Tensor workspace;
+  Graph forward, backward;
+  uint64_t last_use = 0;
+
+  bool idle() const { return none_held({&gates, &cs, &r, &y, &h_prev}); }
+  int64_t bytes() const {
+    return total_bytes({&w_hh, &w_hr, &bias, &h0, &c_state, &h_n, &gates, &cs, &r, &y, &h_prev,
+                        &grad_y, &dh, &dc, &c0, &dgates, &dh_all, &dr, &workspace});
+  }
+};
+
+GraphCache<PackedGraphSlot>& packed_graphs() {
+  static auto* cache = new GraphCache<PackedGraphSlot>;  // never deleted, as step_graphs()'s
+  return *cache;
+}
+
 LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_sizes,
                                const at::Tensor& h0_in, const at::Tensor& c0,
                                const at::Tensor& w_ih_in, const at::Tensor& w_hh_in,
@@ -702,75 +882,89 @@ LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_s
   check_lstm_bias(x_in, b_ih, b_hh, s.hidden, op);
   check_cuda(x_in, op, "x");
   const c10::cuda::CUDAGuard guard(x_in.device());
-  const int64_t N = s.rows, I = s.input, H = s.hidden, P = s.out;
+  const int64_t N = s.rows, I = s.input, H = s.hidden, P = s.out, B = s.batch;
   const bool projected = w_hr_in.has_value();
-  const at::Tensor x = x_in.contiguous(), h0 = h0_in.contiguous();
-  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
-  const at::Tensor w_hr = projected ? w_hr_in->contiguous() : at::Tensor();
+  const at::Tensor x = x_in.contiguous(), h0_c = h0_in.contiguous();
+  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh_c = w_hh_in.contiguous();
+  const at::Tensor w_hr_c = projected ? w_hr_in->contiguous() : at::Tensor();
   const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
-  at::Tensor gates = at::empty({N, 4 * H}, x.options());
-  at::Tensor cs = at::empty({N, H}, x.options().dtype(acc));
-  at::Tensor r = at::empty({projected ? N : 0, H}, x.options());
-  at::Tensor y = at::empty({N, P}, x.options());
-  at::Tensor h_prev = at::empty({N, P}, x.options());
-  at::Tensor h_n = fresh(h0, dtype), c_state = fresh(c0, acc);
+  const auto acc_options = x.options().dtype(acc);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const Blas blas = blas_for(dtype);
+  std::unique_lock<std::mutex> cache_lock;
+  PackedGraphSlot* slot = nullptr;
+  if (s.steps > 1 && N > 0 && !is_capturing(stream)) {
+    cache_lock = std::unique_lock<std::mutex>(graphs_mutex());
+    // Both passes' memory, as for lstm: in x's dtype gates and dgates, y, grad_y, h_prev and
+    // dh_all, r, the weights, h0 and h_n; in the compute dtype cs, the state and its gradients.
+    const int64_t elements = N * (8 * H + 4 * P + H) + 4 * H * P + P * H + 2 * B * P;
+    const int64_t acc_elements = N * H + B * (3 * H + P) + B * H + 4 * H;
+    const int64_t bytes = elements * x.element_size() + acc_elements * at::elementSize(acc);
+    slot = packed_graphs().acquire(packed_key_for(x, stream, blas, s, reverse), bytes,
+                                   [&](PackedGraphSlot& made) {
+                                     made.w_hh = at::empty_like(w_hh_c);
+                                     if (projected) made.w_hr = at::empty_like(w_hr_c);
+                                     made.bias = at::empty({4 * H}, acc_options);
+                                     made.h0 = at::empty_like(h0_c);
+                                     made.c_state = at::empty({B, H}, acc_options);
+                                     made.h_n = at::empty({B, P}, x.options());
+                                     made.gates = at::empty({N, 4 * H}, x.options());
+                                     made.cs = at::empty({N, H}, acc_options);
+                                     made.r = at::empty({projected ? N : 0, H}, x.options());
+                                     made.y = at::empty({N, P}, x.options());
+                                     made.h_prev = at::empty({N, P}, x.options());
+                                     made.workspace = blas_workspace(x);
+                                   });
+    if (slot == nullptr) cache_lock.unlock();
+  }
+  at::Tensor gates = slot ? slot->gates : at::empty({N, 4 * H}, x.options());
+  at::Tensor cs = slot ? slot->cs : at::empty({N, H}, acc_options);
+  at::Tensor r = slot ? slot->r : at::empty({projected ? N : 0, H}, x.options());
+  at::Tensor y = slot ? slot->y : at::empty({N, P}, x.options());
+  at::Tensor h_prev = slot ? slot->h_prev : at::empty({N, P}, x.options());
+  at::Tensor h_n = slot ? slot->h_n.copy_(h0_c) : fresh(h0_c, dtype);
+  at::Tensor c_state = slot ? slot->c_state.copy_(c0) : fresh(c0, acc);
   if (N == 0) return {y, h_n, fresh(c0, dtype), gates, cs, r, h_prev};
-  const at::Tensor bias = b_ih.to(acc) + b_hh.to(acc);
+  at::Tensor bias = b_ih.to(acc) + b_hh.to(acc);
+  if (slot) bias = slot->bias.copy_(bias);
+  const at::Tensor h0 = slot ? slot->h0.copy_(h0_c) : h0_c;
+  const at::Tensor w_hh = slot ? slot->w_hh.copy_(w_hh_c) : w_hh_c;
+  const at::Tensor w_hr = slot && projected ? slot->w_hr.copy_(w_hr_c) : w_hr_c;
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_packed", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    auto kernel = lstm_packed_step_forward_kernel<scalar_t, acc_t>;
-    const int64_t grid = grid_for(kernel, s.batch * H);
-    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    const Blas blas = blas_for(dtype);
     scalar_t* g = gates.mutable_data_ptr<scalar_t>();
-    scalar_t* out = y.mutable_data_ptr<scalar_t>();
-    const scalar_t* h0_ptr = h0.const_data_ptr<scalar_t>();
-    const scalar_t* w_hh_ptr = w_hh.const_data_ptr<scalar_t>();
     // 1. gates = x W_ih^T for every row of every step: one (N, I) x (I, 4H) product.
     gemm(blas, false, true, N, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
          w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype, op);
-    for (int64_t k = 0; k < s.steps; ++k) {
-      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], first = s.offsets[t];
-      if (n == 0) continue;  // an empty batch: no rows, and a launch of no blocks is an error
-      // 2. This step's rows: gates += h W_hh^T, h being the step before's y for the rows that
-      // continue and h0 for those that begin here; then the pointwise part, then the projection.
-      const PreviousRows prev = previous_rows(s, k, reverse);
-      const scalar_t* h_continuing = out + prev.offset * P;
-      gemm(blas, false, true, prev.count, 4 * H, P, h_continuing, P, w_hh_ptr, P, 1.0,
-           g + first * 4 * H, 4 * H, dtype, dtype, op);
-      gemm(blas, false, true, n - prev.count, 4 * H, P, h0_ptr + prev.count * P, P, w_hh_ptr, P,
-           1.0, g + (first + prev.count) * 4 * H, 4 * H, dtype, dtype, op);
-      // Rows from `staying` on end at this step (forward: the sequences of this length; in
-      // reverse: all of them, at step 0). Their h is h_n.
-      const int64_t staying =
-          k + 1 < s.steps ? std::min(s.batch_sizes[s.step(k + 1, reverse)], n) : 0;
-      PackedStepForward<scalar_t, acc_t> step{};
-      step.gates = g + first * 4 * H;
-      step.bias = bias.const_data_ptr<acc_t>();
-      step.c_state = c_state.mutable_data_ptr<acc_t>();
-      step.c_saved = cs.mutable_data_ptr<acc_t>() + first * H;
-      step.out = projected ? r.mutable_data_ptr<scalar_t>() + first * H : out + first * P;
-      step.h_n = projected ? nullptr : h_n.mutable_data_ptr<scalar_t>();
-      step.staying = staying;
-      step.h_continuing = h_continuing;
-      step.continuing = prev.count;
-      step.h0 = h0_ptr;
-      step.h_prev = h_prev.mutable_data_ptr<scalar_t>() + first * P;
-      step.out_features = P;
-      step.rows = n;
-      step.hidden = H;
-      kernel<<<grid, kThreads, 0, stream>>>(step);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      if (projected) {  // y_t = r_t W_hr^T, which the next step reads as its h
-        gemm(blas, false, true, n, P, H, r.const_data_ptr<scalar_t>() + first * H, H,
-             w_hr.const_data_ptr<scalar_t>(), H, 0.0, out + first * P, P, dtype, dtype, op);
-        copy_async(h_n.mutable_data_ptr<scalar_t>() + staying * P, out + (first + staying) * P,
-                   (n - staying) * P, stream);
-      }
+    PackedForwardSteps<scalar_t, acc_t> steps{};
+    steps.gates = g;
+    steps.bias = bias.const_data_ptr<acc_t>();
+    steps.c_state = c_state.mutable_data_ptr<acc_t>();
+    steps.cs = cs.mutable_data_ptr<acc_t>();
+    steps.r = projected ? r.mutable_data_ptr<scalar_t>() : nullptr;
+    steps.y = y.mutable_data_ptr<scalar_t>();
+    steps.h_n = h_n.mutable_data_ptr<scalar_t>();
+    steps.h_prev = h_prev.mutable_data_ptr<scalar_t>();
+    steps.h0 = h0.const_data_ptr<scalar_t>();
+    steps.w_hh = w_hh.const_data_ptr<scalar_t>();
+    steps.w_hr = projected ? w_hr.const_data_ptr<scalar_t>() : nullptr;
+    steps.grid = grid_for(lstm_packed_step_forward_kernel<scalar_t, acc_t>, B * H);
+    if (slot == nullptr) return packed_forward_steps(blas, stream, s, reverse, steps, dtype);
+    if (!slot->forward.ready()) {
+      slot->forward.capture([&] { return blas_for_graph(dtype, slot->workspace); },
+                            [&](const Blas& recording, cudaStream_t side) {
+                              packed_forward_steps(recording, side, s, reverse, steps, dtype);
+                            });
+      blas_for(dtype);  // the handle back on this call's stream
     }
+    slot->forward.replay(stream);
   });
-  return {y, h_n, c_state.to(dtype), gates, cs, r, h_prev};
+  if (slot == nullptr) return {y, h_n, c_state.to(dtype), gates, cs, r, h_prev};
+  // The caller's handles on the slot's memory; h_n and c_n, small, as copies.
+  return {share(y),     fresh(h_n, dtype), fresh(c_state, dtype),
+          share(gates), share(cs),         projected ? share(r) : at::empty({0, H}, x.options()),
+          share(h_prev)};
 }
 
 LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at::Tensor& grad_hn,
@@ -789,18 +983,39 @@ LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at:
                           projected, op);
   check_cuda(x_in, op, "x");
   const c10::cuda::CUDAGuard guard(x_in.device());
-  const int64_t N = s.rows, I = s.input, H = s.hidden, P = s.out;
-  const at::Tensor grad_y = grad_y_in.contiguous(), x = x_in.contiguous();
-  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh = w_hh_in.contiguous();
-  const at::Tensor w_hr = projected ? w_hr_in->contiguous() : at::Tensor();
+  const int64_t N = s.rows, I = s.input, H = s.hidden, P = s.out, B = s.batch;
+  const at::Tensor grad_y_c = grad_y_in.contiguous(), x = x_in.contiguous();
+  const at::Tensor w_ih = w_ih_in.contiguous(), w_hh_c = w_hh_in.contiguous();
+  const at::Tensor w_hr_c = projected ? w_hr_in->contiguous() : at::Tensor();
   const at::Tensor gates = gates_in.contiguous(), cs = cs_in.contiguous();
   const at::Tensor r = r_in.contiguous(), h_prev = h_prev_in.contiguous();
   const auto dtype = x.scalar_type(), acc = opmath_dtype(x);
   const auto acc_options = x.options().dtype(acc);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  Blas blas = blas_for(dtype);
+  // The step loop from the graph of the slot whose forward made these gates, if any.
+  std::unique_lock<std::mutex> cache_lock;
+  PackedGraphSlot* slot = nullptr;
+  if (s.steps > 1 && N > 0 && !is_capturing(stream)) {
+    cache_lock = std::unique_lock<std::mutex>(graphs_mutex());
+    slot = packed_graphs().owner(packed_key_for(x, stream, blas, s, reverse), gates, cs);
+    if (slot == nullptr) {
+      cache_lock.unlock();
+    } else if (!slot->dgates.defined()) {
+      slot->grad_y = at::empty_like(grad_y_c);
+      slot->dh = at::empty({B, P}, acc_options);
+      slot->dc = at::empty({B, H}, acc_options);
+      slot->c0 = at::empty({B, H}, acc_options);
+      slot->dgates = at::empty({N, 4 * H}, x.options());
+      slot->dh_all = at::empty({projected ? N : 0, P}, x.options());
+      slot->dr = at::empty({projected ? B : 0, H}, acc_options);
+    }
+  }
   // dh_state and dc_state: the gradient reaching each sequence's current h and c, as the loop
   // walks back; a row that takes no part in a step keeps its gradient.
-  at::Tensor dh_state = fresh(grad_hn, acc), dc_state = fresh(grad_cn, acc);
-  at::Tensor dgates = at::empty({N, 4 * H}, x.options());
+  at::Tensor dh_state = slot ? slot->dh.copy_(grad_hn) : fresh(grad_hn, acc);
+  at::Tensor dc_state = slot ? slot->dc.copy_(grad_cn) : fresh(grad_cn, acc);
+  at::Tensor dgates = slot ? slot->dgates : at::empty({N, 4 * H}, x.options());
   at::Tensor grad_x = at::empty({N, I}, x.options());
   at::Tensor grad_w_ih = at::zeros({4 * H, I}, acc_options);
   at::Tensor grad_w_hh = at::zeros({4 * H, P}, acc_options);
@@ -815,45 +1030,42 @@ LstmPackedGrads lstm_packed_backward_cuda(const at::Tensor& grad_y_in, const at:
             at::zeros({4 * H}, x.options()),
             grad_w_hr.to(dtype)};
   }
-  const at::Tensor c0_acc = c0.to(acc).contiguous();
-  at::Tensor dh_all = at::empty({projected ? N : 0, P}, x.options());  // each step's dh (for dW_hr)
-  at::Tensor dr = at::empty({projected ? s.batch : 0, H}, acc_options);
+  const at::Tensor grad_y = slot ? slot->grad_y.copy_(grad_y_c) : grad_y_c;
+  const at::Tensor c0_acc = slot ? slot->c0.copy_(c0) : c0.to(acc).contiguous();
+  const at::Tensor w_hh = slot ? slot->w_hh.copy_(w_hh_c) : w_hh_c;
+  const at::Tensor w_hr = slot && projected ? slot->w_hr.copy_(w_hr_c) : w_hr_c;
+  at::Tensor dh_all = slot ? slot->dh_all : at::empty({projected ? N : 0, P}, x.options());
+  at::Tensor dr = slot ? slot->dr : at::empty({projected ? B : 0, H}, acc_options);
 
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "lstm_packed_backward", [&] {
     using acc_t = at::opmath_type<scalar_t>;
-    auto kernel = lstm_packed_step_backward_kernel<scalar_t, acc_t>;
-    auto add = add_rounded_kernel<scalar_t, acc_t>;
-    // Sized for the largest step, once: grid_for asks the driver, which a loop should not do.
-    const int64_t grid = grid_for(kernel, s.batch * H), add_grid = grid_for(add, s.batch * P);
-    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    const Blas blas = blas_for(dtype);
-    const acc_t* c = cs.const_data_ptr<acc_t>();
-    const scalar_t* g = gates.const_data_ptr<scalar_t>();
     scalar_t* dg = dgates.mutable_data_ptr<scalar_t>();
-    acc_t* dh = dh_state.mutable_data_ptr<acc_t>();
-    for (int64_t k = s.steps - 1; k >= 0; --k) {
-      const int64_t t = s.step(k, reverse), n = s.batch_sizes[t], first = s.offsets[t];
-      if (n == 0) continue;
-      const PreviousRows prev = previous_rows(s, k, reverse);
-      const scalar_t* grad_y_t = grad_y.const_data_ptr<scalar_t>() + first * P;
-      const acc_t* dh_t = dh;
-      if (projected) {  // the gradient reaching r: (grad_y + dh) W_hr
-        scalar_t* dh_rows = dh_all.mutable_data_ptr<scalar_t>() + first * P;
-        add<<<add_grid, kThreads, 0, stream>>>(grad_y_t, dh, dh_rows, n * P);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        gemm(blas, false, false, n, H, P, dh_rows, P, w_hr.const_data_ptr<scalar_t>(), H, 0.0,
-             dr.mutable_data_ptr<acc_t>(), H, dtype, acc, op);
-        grad_y_t = nullptr;
-        dh_t = dr.const_data_ptr<acc_t>();
+    PackedBackwardSteps<scalar_t, acc_t> steps{};
+    steps.grad_y = grad_y.const_data_ptr<scalar_t>();
+    steps.dh = dh_state.mutable_data_ptr<acc_t>();
+    steps.dc = dc_state.mutable_data_ptr<acc_t>();
+    steps.gates = gates.const_data_ptr<scalar_t>();
+    steps.cs = cs.const_data_ptr<acc_t>();
+    steps.c0 = c0_acc.const_data_ptr<acc_t>();
+    steps.dgates = dg;
+    steps.dh_all = projected ? dh_all.mutable_data_ptr<scalar_t>() : nullptr;
+    steps.dr = projected ? dr.mutable_data_ptr<acc_t>() : nullptr;
+    steps.w_hh = w_hh.const_data_ptr<scalar_t>();
+    steps.w_hr = projected ? w_hr.const_data_ptr<scalar_t>() : nullptr;
+    // Sized for the largest step, once: grid_for asks the driver, which a loop should not do.
+    steps.grid = grid_for(lstm_packed_step_backward_kernel<scalar_t, acc_t>, B * H);
+    steps.add_grid = grid_for(add_rounded_kernel<scalar_t, acc_t>, B * P);
+    if (slot == nullptr) {
+      packed_backward_steps(blas, stream, s, reverse, steps, dtype);
+    } else {
+      if (!slot->backward.ready()) {
+        slot->backward.capture([&] { return blas_for_graph(dtype, slot->workspace); },
+                               [&](const Blas& recording, cudaStream_t side) {
+                                 packed_backward_steps(recording, side, s, reverse, steps, dtype);
+                               });
+        blas = blas_for(dtype);  // the handle back on this call's stream, for the products below
       }
-      kernel<<<grid, kThreads, 0, stream>>>(grad_y_t, dh_t, dc_state.mutable_data_ptr<acc_t>(),
-                                            g + first * 4 * H, c + first * H, c + prev.offset * H,
-                                            prev.count, c0_acc.const_data_ptr<acc_t>(),
-                                            dg + first * 4 * H, n, H);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      // The gradient reaching the h this step started from: dgates W_hh.
-      gemm(blas, false, false, n, P, 4 * H, dg + first * 4 * H, 4 * H,
-           w_hh.const_data_ptr<scalar_t>(), P, 0.0, dh, P, dtype, acc, op);
+      slot->backward.replay(stream);
     }
     // Every product that does not wait on the recurrence, once over all N rows.
     gemm(blas, false, false, N, I, 4 * H, dg, 4 * H, w_ih.const_data_ptr<scalar_t>(), I, 0.0,
