@@ -63,9 +63,10 @@ class LSTM(torch.nn.Module):
 
     On CUDA the two directions of a layer are independent recurrences, and the second can run on
     a stream of its own so that the GPU overlaps them: `concurrent_directions` True or False, or
-    None (the default) for two streams where batch * hidden_size >= 2**18, where they were
-    measured faster back to back (docs/perf/h100/lstm_options.md: B = 256, H = 1024; at B = 64 one
-    stream was). Under torch.compile and while a CUDA graph is being captured, one stream.
+    None (the default) for two streams where they were measured faster back to back
+    (docs/perf/h100/lstm_options.md): a padded batch from batch * hidden_size = 2**16, a
+    PackedSequence from 2**18 (TWO_STREAMS_FROM below). Under torch.compile and while a CUDA graph
+    is being captured, one stream.
 
     A plain Module, not a subclass of torch.nn.LSTM: torch.compile refuses every subclass of
     nn.RNNBase ("Dynamo does not support RNN, GRU, or LSTM"), and this one compiles with
@@ -170,10 +171,10 @@ class LSTM(torch.nn.Module):
         y, h, c = ops.lstm(x.flip(0), h0, c0, w_ih, w_hh, b_ih, b_hh)
         return y.flip(0), h, c
 
-    def _both_directions(self, x, batch_sizes, h0, c0, layer: int):
+    def _both_directions(self, x, batch_sizes, h0, c0, layer: int, packed: bool):
         """Both directions of a layer; on CUDA the second on a side stream, which the caller's
         stream waits for before it goes on (autograd runs each backward on its forward's
-        stream)."""
+        stream). packed: the input was a PackedSequence (not a padded batch)."""
         forward, reverse = (2 * layer, 0), (2 * layer + 1, 1)  # (state index, direction)
         # One stream off the GPU, while compiling or capturing; otherwise as asked, or by size.
         # (The size is looked at only here: under torch.compile a packed batch's is a symbol.)
@@ -185,7 +186,7 @@ class LSTM(torch.nn.Module):
         if not serial:
             concurrent = self.concurrent_directions
             if concurrent is None:
-                start = TWO_STREAMS_FROM if batch_sizes is None else TWO_STREAMS_FROM_PACKED
+                start = TWO_STREAMS_FROM_PACKED if packed else TWO_STREAMS_FROM
                 concurrent = h0.shape[1] * self.hidden_size >= start
             serial = not concurrent
         if serial:
@@ -248,7 +249,7 @@ class LSTM(torch.nn.Module):
             if directions == 1:
                 outs = [self._direction(x, batch_sizes, h0[layer], c0[layer], layer, 0)]
             else:
-                outs = self._both_directions(x, batch_sizes, h0, c0, layer)
+                outs = self._both_directions(x, batch_sizes, h0, c0, layer, packed)
             for _, h, c in outs:
                 h_n.append(h)
                 c_n.append(c)
@@ -271,11 +272,12 @@ class LSTM(torch.nn.Module):
         return y, (h_n, c_n)
 
 
-# batch * hidden from which two directions run on two streams by default, from H100 runs of
-# benchmarks/lstm_options.py. A padded batch's loop is replayed from a CUDA graph, and on
-# 2026-11-27 two streams were faster back to back from B = 64 at H = 1024 (2^16). A packed
-# batch's loop is launched step by step, the host sets the pace at B = 64, and two streams pay
-# only from B = 256 (2^18, 2026-11-26).
+# batch * hidden from which two directions run on two streams by default, from runs of
+# benchmarks/lstm_options.py. A padded batch's loops (with a projection too: every step full) are
+# replayed from CUDA graphs, and on 2026-11-27 two streams were faster back to back from B = 64 at
+# H = 1024 (2^16). A PackedSequence's lengths change from batch to batch in training, its loops are
+# then launched step by step, the host sets the pace at B = 64, and two streams pay only from
+# B = 256 (2^18, 2026-11-26).
 TWO_STREAMS_FROM = 2**16
 TWO_STREAMS_FROM_PACKED = 2**18
 
