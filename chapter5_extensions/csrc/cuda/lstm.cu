@@ -911,9 +911,10 @@ LstmPackedOut lstm_packed_cuda(const at::Tensor& x_in, const at::Tensor& batch_s
                                      made.gates = at::empty({N, 4 * H}, x.options());
                                      made.cs = at::empty({N, H}, acc_options);
                                      made.r = at::empty({projected ? N : 0, H}, x.options());
-                                     // Zeroed once: compute-sanitizer's initcheck checks a graph's copy (h_n's rows, when
-          // projected) as the graph is launched, before the product that writes its source runs.
-          made.y = at::zeros({N, P}, x.options());
+                                     // Zeroed once: initcheck checks a graph's copy (of h_n's
+                                     // rows, when projected) at launch, before the product that
+                                     // writes its source has run.
+                                     made.y = at::zeros({N, P}, x.options());
                                      made.h_prev = at::empty({N, P}, x.options());
                                      made.workspace = blas_workspace(x);
                                    });
