@@ -5,7 +5,7 @@ tests, the notebook and the scripts here call before `import custom_ops`.
 
 A user installs the package instead (`pip install --no-build-isolation ./chapter5_extensions`);
 building in place keeps the course's runs inside the repository and reuses the objects in
-build/cuda or build/cpu between runs (a cold build takes several minutes on 2 cores). The
+build/objects between runs (a cold build takes several minutes on 2 cores). The
 plumbing (a lock against two builds at once, a stamp that skips setup.py when nothing changed)
 is build_utils.build_inplace_with_setup_py.
 """

@@ -61,14 +61,21 @@ def extension():
         str(p.relative_to(HERE)) for ext in ("*.h", "*.cuh") for p in (HERE / "csrc").rglob(ext)
     )
     if not with_cuda:
-        return CppExtension(
+        cpu_only = CppExtension(
             "custom_ops._C",
             sources,
             depends=depends,
             extra_compile_args=args,
             extra_link_args=["-fopenmp"],
+            include_dirs=cuda_include_dirs(),
             py_limited_api=True,  # see below
         )
+        # The C++ files get the CUDA variant's include folders too (which they do not use): then
+        # their compile commands are the same in both variants, and ninja, which keeps both
+        # variants' objects in one folder (below), compiles them once for both.
+        if CUDA_HOME is not None:
+            cpu_only.include_dirs.append(os.path.join(CUDA_HOME, "include"))
+        return cpu_only
     if "TORCH_CUDA_ARCH_LIST" not in os.environ and not torch.cuda.is_available():
         os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0+PTX"
     sources += sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc" / "cuda").glob("*.cu"))
@@ -79,7 +86,6 @@ def extension():
         depends=depends,
         extra_compile_args=args,
         extra_link_args=["-fopenmp"],
-        define_macros=[("WITH_CUDA", None)],
         include_dirs=cuda_include_dirs(),
         # The .so uses only the stable Python ABI (no pybind11; torch adds -DPy_LIMITED_API), so
         # one wheel serves every Python from 3.10 on. Its torch must still match exactly.
@@ -91,10 +97,13 @@ setup(
     packages=find_packages(include=["custom_ops"]),
     ext_modules=[extension()],
     cmdclass={"build_ext": BuildExtension},
-    # CPU-only and CUDA builds keep their objects apart, so switching USE_CUDA never mixes them
-    # and ninja rebuilds only what changed.
+    # CPU-only and CUDA builds link their .so apart (build/cpu, build/cuda), from objects in one
+    # folder: the C++ files are compiled with the same command in both (no C++ file depends on
+    # USE_CUDA), so `make tutorial`'s CPU-only build compiles them for `make test`'s CUDA build
+    # too, and ninja, which tracks each object's command, rebuilds only what changed.
     options={
         "build": {"build_base": str(HERE / "build" / ("cuda" if use_cuda() else "cpu"))},
+        "build_ext": {"build_temp": str(HERE / "build" / "objects")},
         "bdist_wheel": {"py_limited_api": "cp310"},
     },
 )

@@ -21,7 +21,7 @@
 #include <array>
 
 #include "checks.h"
-#include "cuda/lstm_cell.h"
+#include "lstm_cell.h"
 
 namespace custom_ops {
 namespace {
@@ -45,11 +45,14 @@ void check_lstm(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c,
               4 * hidden, ", ", hidden, "], got ", w_hh.sizes());
 }
 
+}  // namespace
+
 // -> h_next, c_next, the activated gates [i f g o] (B, 4H) and tanh(c_next): the last two are
 // what the backward needs.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell(
     const at::Tensor& x, const at::Tensor& h, const at::Tensor& c_in, const at::Tensor& w_ih,
-    const at::Tensor& w_hh, const at::Tensor& b_ih, const at::Tensor& b_hh) {
+    const at::Tensor& w_hh, const at::Tensor& b_ih, const at::Tensor& b_hh,
+    LstmPointwiseForward fused) {
   const char* op = "lstm_cell";
   check_lstm(x, h, c_in, w_ih, w_hh, op);
   // The products take any strides; the pointwise kernel reads c as contiguous rows (checks.h).
@@ -64,9 +67,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell(
   // pointwise pass: no kernel adds b_ih + b_hh, and no copy broadcasts them into `pre` first.
   at::Tensor pre = at::mm(x, w_ih.t());
   pre.addmm_(h, w_hh.t());
-  if (x.is_cuda()) {
-    return cuda::lstm_pointwise_forward(pre, b_ih.contiguous(), b_hh.contiguous(), c);
-  }
+  if (fused != nullptr) return fused(pre, b_ih.contiguous(), b_hh.contiguous(), c);
   // In float for the half types, rounded once at the end, as the CUDA kernel does.
   const auto acc = opmath_dtype(x);
   const auto chunks = (pre.to(acc) + b_ih.to(acc) + b_hh.to(acc)).chunk(4, /*dim=*/1);
@@ -86,7 +87,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
 lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at::Tensor& x,
                    const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
                    const at::Tensor& w_hh, const at::Tensor& gates, const at::Tensor& tanh_c,
-                   std::array<bool, 6> output_mask) {
+                   std::array<bool, 6> output_mask, LstmPointwiseBackward fused) {
   const char* op = "lstm_cell_backward";
   check_lstm(x, h, c, w_ih, w_hh, op);
   const std::pair<const at::Tensor*, const char*> same_as_c[] = {
@@ -101,13 +102,13 @@ lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at:
               gates.sizes());
 
   at::Tensor grad_pre, grad_c_prev;
-  if (c.is_cuda()) {
+  if (fused != nullptr) {
     // The kernel reads what the forward made as contiguous rows, and the two gradients through
     // their strides: autograd often hands them over as views (the expanded ones of a loss
     // h.sum(), the zeros standing for an output that was not used), and a copy would cost a
     // kernel each.
-    std::tie(grad_pre, grad_c_prev) = cuda::lstm_pointwise_backward(
-        grad_h, grad_c, c.contiguous(), gates.contiguous(), tanh_c.contiguous());
+    std::tie(grad_pre, grad_c_prev) =
+        fused(grad_h, grad_c, c.contiguous(), gates.contiguous(), tanh_c.contiguous());
   } else {
     const auto acc = opmath_dtype(c);  // in float for the half types, as on CUDA
     const auto g = gates.to(acc).chunk(4, /*dim=*/1);
@@ -133,20 +134,31 @@ lstm_cell_backward(const at::Tensor& grad_h, const at::Tensor& grad_c, const at:
   return {grad_x, grad_h_prev, grad_c_prev, grad_w_ih, grad_w_hh, grad_bias};
 }
 
-}  // namespace
+namespace {
 
 // One host function serves both devices: the products dispatch on their own, and the pointwise
-// part branches above. (Registered for CUDA only when the library was built with it.)
-TORCH_LIBRARY_IMPL(custom_ops, CPU, m) {
-  m.impl("lstm_cell", &lstm_cell);
-  m.impl("lstm_cell_backward", &lstm_cell_backward);
+// part is ATen's ops here, on the CPU, and the fused kernels that csrc/cuda/lstm_cell.cu passes
+// in its own registration, on CUDA.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell_cpu(
+    const at::Tensor& x, const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
+    const at::Tensor& w_hh, const at::Tensor& b_ih, const at::Tensor& b_hh) {
+  return lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh, /*fused=*/nullptr);
 }
 
-#ifdef WITH_CUDA
-TORCH_LIBRARY_IMPL(custom_ops, CUDA, m) {
-  m.impl("lstm_cell", &lstm_cell);
-  m.impl("lstm_cell_backward", &lstm_cell_backward);
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+lstm_cell_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_c, const at::Tensor& x,
+                       const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
+                       const at::Tensor& w_hh, const at::Tensor& gates, const at::Tensor& tanh_c,
+                       std::array<bool, 6> output_mask) {
+  return lstm_cell_backward(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c, output_mask,
+                            /*fused=*/nullptr);
 }
-#endif
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(custom_ops, CPU, m) {
+  m.impl("lstm_cell", &lstm_cell_cpu);
+  m.impl("lstm_cell_backward", &lstm_cell_backward_cpu);
+}
 
 }  // namespace custom_ops

@@ -4,14 +4,14 @@ definition into ATen, no red squiggles under at::Tensor.
 
     python chapter5_extensions/examples/compile_commands.py     # builds first if needed
 
-The build already describes every compile command in build/<cuda|cpu>/temp.*/build.ninja (torch
-builds through ninja); `ninja -t compdb` turns that file into the JSON the tools read.
+The build already describes every compile command in build/objects/build.ninja (torch builds
+through ninja; the file is the last build's, which build_inplace() below makes the default one);
+`ninja -t compdb` turns that file into the JSON the tools read.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,19 +21,14 @@ CHAPTER = Path(__file__).resolve().parents[1]  # the package and its build/
 sys.path.insert(0, str(CHAPTER))
 
 import build_inplace  # noqa: E402
-import build_utils  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> Path:
-    build_inplace.build_inplace()
-    # The variant setup.py builds by default (its use_cuda()): build/cuda or build/cpu.
-    with_cuda = os.environ.get("USE_CUDA", "1" if build_utils.can_build_cuda() else "0") == "1"
-    variant = "cuda" if with_cuda else "cpu"
-    ninja_files = sorted((CHAPTER / "build" / variant).glob("temp.*/build.ninja"))
-    if not ninja_files:
-        raise RuntimeError(f"no build.ninja under chapter5_extensions/build/{variant}")
+    build_inplace.build_inplace()  # the variant setup.py builds by default, CUDA where nvcc is
+    build_dir = CHAPTER / "build" / "objects"
+    if not (build_dir / "build.ninja").exists():
+        raise RuntimeError("no build.ninja in chapter5_extensions/build/objects")
     ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
-    build_dir = ninja_files[-1].parent
     out = subprocess.run(
         [ninja, "-C", str(build_dir), "-t", "compdb"], check=True, capture_output=True, text=True
     ).stdout

@@ -1,6 +1,7 @@
-// lstm_cell.cu: the LSTM cell's pointwise work as one kernel each way; lstm_cell.cpp calls them
-// between cuBLAS's matrix products. One thread per (batch row b, hidden unit j); a row of the
-// gates holds i, f, g, o side by side, (B, 4H).
+// lstm_cell.cu: the LSTM cell's pointwise work as one kernel each way, and custom_ops::lstm_cell's
+// CUDA registration: lstm_cell.cpp's host function with these kernels passed in, between cuBLAS's
+// matrix products. One thread per (batch row b, hidden unit j); a row of the gates holds i, f, g,
+// o side by side, (B, 4H).
 
 // Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
 // define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
@@ -11,8 +12,9 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/empty_like.h>
+#include <torch/library.h>
 
-#include "lstm_cell.h"
+#include "../lstm_cell.h"
 #include "launch_utils.cuh"
 
 namespace custom_ops::cuda {
@@ -87,8 +89,6 @@ __global__ void lstm_backward_kernel(
   }
 }
 
-}  // namespace
-
 // lstm_cell.cpp has checked shapes, dtypes and devices, and made contiguous everything passed here
 // but the gradients, which the backward kernel reads through their strides.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_pointwise_forward(
@@ -135,6 +135,28 @@ std::tuple<at::Tensor, at::Tensor> lstm_pointwise_backward(const at::Tensor& gra
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
   return {grad_pre, grad_c_prev};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> lstm_cell_cuda(
+    const at::Tensor& x, const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
+    const at::Tensor& w_hh, const at::Tensor& b_ih, const at::Tensor& b_hh) {
+  return custom_ops::lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh, &lstm_pointwise_forward);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+lstm_cell_backward_cuda(const at::Tensor& grad_h, const at::Tensor& grad_c, const at::Tensor& x,
+                        const at::Tensor& h, const at::Tensor& c, const at::Tensor& w_ih,
+                        const at::Tensor& w_hh, const at::Tensor& gates, const at::Tensor& tanh_c,
+                        std::array<bool, 6> output_mask) {
+  return custom_ops::lstm_cell_backward(grad_h, grad_c, x, h, c, w_ih, w_hh, gates, tanh_c,
+                                        output_mask, &lstm_pointwise_backward);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(custom_ops, CUDA, m) {
+  m.impl("lstm_cell", &lstm_cell_cuda);
+  m.impl("lstm_cell_backward", &lstm_cell_backward_cuda);
 }
 
 }  // namespace custom_ops::cuda
