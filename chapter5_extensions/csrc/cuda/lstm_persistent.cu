@@ -218,29 +218,70 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   const int64_t state = static_cast<int64_t>(batch) * hidden;  // elements of one h_t or c_t
+  // One (b, u) of step t: z = x_t W_ih^T + bias + h_{t-1} W_hh^T (x_proj, bias4, the partial sums),
+  // the activated gates written over x_proj's row, c_t to cs and h_t to y. Returns c_t.
+  auto unit = [&](int t, int b, int u, const acc_t(&x_proj)[4], const acc_t(&bias4)[4],
+                  acc_t c_prev) {
+    const int j = j0 + u;
+    scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
+    acc_t z[4];
+#pragma unroll
+    for (int gate = 0; gate < 4; ++gate) {
+      z[gate] =
+          x_proj[gate] + bias4[gate] + sum_shares(part, k_split, batch, rows, b, gate * units + u);
+    }
+    const acc_t i = sigmoid(z[0]), f = sigmoid(z[1]), g = tanh(z[2]), o = sigmoid(z[3]);
+    const int64_t s = t * state + static_cast<int64_t>(b) * hidden + j;
+    const acc_t c = f * c_prev + i * g;
+    row[j] = static_cast<scalar_t>(i);
+    row[hidden + j] = static_cast<scalar_t>(f);
+    row[2 * hidden + j] = static_cast<scalar_t>(g);
+    row[3 * hidden + j] = static_cast<scalar_t>(o);
+    cs[s + state] = c;
+    y[s] = static_cast<scalar_t>(o * tanh(c));
+    return c;
+  };
+  // Of a unit's operands only h_{t-1} comes from other blocks. Where each thread has at most one
+  // (b, u) (batch x units <= threads: B <= 32 at H = 1024), the others wait in registers: the
+  // bias, c_{t-1}, and x_t W_ih^T, loaded during the step before. A step then waits on memory
+  // only for h_{t-1}, not again for its own operands after the product.
+  const bool in_registers = batch * owned <= static_cast<int>(blockDim.x);
+  const int my_b = threadIdx.x / owned, my_u = threadIdx.x % owned;
+  const bool mine = in_registers && static_cast<int>(threadIdx.x) < batch * owned;
+  acc_t bias_r[4] = {}, x_r[4] = {}, c_r = 0;
+  auto load_x = [&](int t) {  // x_t W_ih^T of this thread's unit
+    const scalar_t* row = gates + (static_cast<int64_t>(t) * batch + my_b) * 4 * hidden;
+#pragma unroll
+    for (int gate = 0; gate < 4; ++gate) x_r[gate] = row[gate * hidden + j0 + my_u];
+  };
+  if (mine) {
+#pragma unroll
+    for (int gate = 0; gate < 4; ++gate) bias_r[gate] = bias[gate * hidden + j0 + my_u];
+    c_r = cs[static_cast<int64_t>(my_b) * hidden + j0 + my_u];
+    load_x(0);
+  }
   for (int t = 0; t < steps; ++t) {
     stage(h_s, t == 0 ? h0 : y + (t - 1) * state, state);
     __syncthreads();
     block_product(w_s, h_s, part, rows, batch, hidden, k_split);
     __syncthreads();
-    for (int e = threadIdx.x; e < batch * owned; e += blockDim.x) {
-      const int b = e / owned, u = e % owned, j = j0 + u;
-      scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
-      acc_t z[4];
-#pragma unroll
-      for (int gate = 0; gate < 4; ++gate) {
-        z[gate] = static_cast<acc_t>(row[gate * hidden + j]) + bias[gate * hidden + j] +
-                  sum_shares(part, k_split, batch, rows, b, gate * units + u);
+    if (in_registers) {
+      if (mine) {
+        c_r = unit(t, my_b, my_u, x_r, bias_r, c_r);
+        if (t + 1 < steps) load_x(t + 1);  // lands while this block waits at the barrier
       }
-      const acc_t i = sigmoid(z[0]), f = sigmoid(z[1]), g = tanh(z[2]), o = sigmoid(z[3]);
-      const int64_t s = t * state + static_cast<int64_t>(b) * hidden + j;
-      const acc_t c = f * cs[s] + i * g;
-      row[j] = static_cast<scalar_t>(i);
-      row[hidden + j] = static_cast<scalar_t>(f);
-      row[2 * hidden + j] = static_cast<scalar_t>(g);
-      row[3 * hidden + j] = static_cast<scalar_t>(o);
-      cs[s + state] = c;
-      y[s] = static_cast<scalar_t>(o * tanh(c));
+    } else {
+      for (int e = threadIdx.x; e < batch * owned; e += blockDim.x) {
+        const int b = e / owned, u = e % owned, j = j0 + u;
+        const scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
+        acc_t x_proj[4], bias4[4];
+#pragma unroll
+        for (int gate = 0; gate < 4; ++gate) {
+          x_proj[gate] = row[gate * hidden + j];
+          bias4[gate] = bias[gate * hidden + j];
+        }
+        unit(t, b, u, x_proj, bias4, cs[t * state + static_cast<int64_t>(b) * hidden + j]);
+      }
     }
     // Every block's h_t must be written before any block copies it in step t + 1. The barrier
     // also orders this block's reuse of part and h_s.
@@ -276,6 +317,47 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   const int64_t state = static_cast<int64_t>(batch) * hidden;
+  // What one (b, u) of step t reads that no other block writes: the activated gates, grad_y, c_t
+  // and c_{t-1}.
+  struct Operands {
+    acc_t i, f, g, o, grad_y, c, c_prev;
+  };
+  auto load = [&](int t, int b, int j) {
+    const int64_t s = static_cast<int64_t>(b) * hidden + j;
+    const scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
+    return Operands{row[j],
+                    row[hidden + j],
+                    row[2 * hidden + j],
+                    row[3 * hidden + j],
+                    static_cast<acc_t>(grad_y[t * state + s]),
+                    cs[(t + 1) * state + s],
+                    cs[t * state + s]};
+  };
+  // One (b, u) of step t: writes the gradient of its gates and returns the one reaching c_{t-1}.
+  auto unit = [&](int t, int b, int j, const Operands& a, acc_t dh_next, acc_t dc_in) {
+    const acc_t d_h = a.grad_y + dh_next;
+    const acc_t tc = tanh(a.c);
+    const acc_t dct = dc_in + d_h * a.o * (acc_t(1) - tc * tc);
+    scalar_t* drow = dgates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
+    drow[j] = static_cast<scalar_t>(dct * a.g * a.i * (acc_t(1) - a.i));
+    drow[hidden + j] = static_cast<scalar_t>(dct * a.c_prev * a.f * (acc_t(1) - a.f));
+    drow[2 * hidden + j] = static_cast<scalar_t>(dct * a.i * (acc_t(1) - a.g * a.g));
+    drow[3 * hidden + j] = static_cast<scalar_t>(d_h * tc * a.o * (acc_t(1) - a.o));
+    return dct * a.f;
+  };
+  // As in the forward: where each thread has at most one (b, u), dc stays in a register and step
+  // t's operands are loaded during step t + 1, so that after the barrier a step waits on memory
+  // only for dgates_{t+1}.
+  const bool in_registers = batch * owned <= static_cast<int>(blockDim.x);
+  const int my_b = threadIdx.x / owned, my_u = threadIdx.x % owned, my_j = j0 + my_u;
+  const bool mine = in_registers && static_cast<int>(threadIdx.x) < batch * owned;
+  const int64_t my_s = static_cast<int64_t>(my_b) * hidden + my_j;
+  Operands next{};
+  acc_t dc_r = 0;
+  if (mine) {
+    dc_r = dc[my_s];
+    if (steps > 0) next = load(steps - 1, my_b, my_j);
+  }
   for (int t = steps - 1; t >= -1; --t) {
     // dh_t's part from step t + 1: dgates_{t+1} W_hh, this block's columns (at t = -1: h0's).
     if (t + 1 < steps) {
@@ -284,26 +366,32 @@ __global__ void __launch_bounds__(kThreads, 1)
       block_product(w_s, v_s, part, units, batch, k_len, k_split);
       __syncthreads();
     }
-    for (int e = threadIdx.x; e < batch * owned; e += blockDim.x) {
-      const int b = e / owned, u = e % owned, j = j0 + u;
-      const int64_t s = static_cast<int64_t>(b) * hidden + j;
-      const acc_t dh_next = t + 1 < steps ? sum_shares(part, k_split, batch, units, b, u) : dh[s];
-      if (t < 0) {
-        dh[s] = dh_next;
-        continue;
+    auto dh_next_of = [&](int b, int u, int64_t s) {
+      return t + 1 < steps ? sum_shares(part, k_split, batch, units, b, u) : dh[s];
+    };
+    if (in_registers) {
+      if (mine) {
+        const acc_t dh_next = dh_next_of(my_b, my_u, my_s);
+        if (t < 0) {
+          dh[my_s] = dh_next;
+          dc[my_s] = dc_r;
+        } else {
+          const Operands now = next;
+          if (t > 0) next = load(t - 1, my_b, my_j);  // lands while this block waits at the barrier
+          dc_r = unit(t, my_b, my_j, now, dh_next, dc_r);
+        }
       }
-      const scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
-      const acc_t i = row[j], f = row[hidden + j], g = row[2 * hidden + j];
-      const acc_t o = row[3 * hidden + j];
-      const acc_t d_h = static_cast<acc_t>(grad_y[t * state + s]) + dh_next;
-      const acc_t tc = tanh(cs[(t + 1) * state + s]);
-      const acc_t dct = dc[s] + d_h * o * (acc_t(1) - tc * tc);
-      scalar_t* drow = dgates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
-      drow[j] = static_cast<scalar_t>(dct * g * i * (acc_t(1) - i));
-      drow[hidden + j] = static_cast<scalar_t>(dct * cs[t * state + s] * f * (acc_t(1) - f));
-      drow[2 * hidden + j] = static_cast<scalar_t>(dct * i * (acc_t(1) - g * g));
-      drow[3 * hidden + j] = static_cast<scalar_t>(d_h * tc * o * (acc_t(1) - o));
-      dc[s] = dct * f;
+    } else {
+      for (int e = threadIdx.x; e < batch * owned; e += blockDim.x) {
+        const int b = e / owned, u = e % owned, j = j0 + u;
+        const int64_t s = static_cast<int64_t>(b) * hidden + j;
+        const acc_t dh_next = dh_next_of(b, u, s);
+        if (t < 0) {
+          dh[s] = dh_next;
+          continue;
+        }
+        dc[s] = unit(t, b, j, load(t, b, j), dh_next, dc[s]);
+      }
     }
     if (t >= 0) cg::this_grid().sync();
   }
