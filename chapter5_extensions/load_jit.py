@@ -69,9 +69,6 @@ def load_custom_ops(verbose: bool = False) -> str:
     # files there; a CPU-only JIT build still proves this loader. On a GPU machine: both halves.
     with_cuda = can_build_cuda() and torch.cuda.is_available()
     name = "custom_ops_jit" if with_cuda else "custom_ops_jit_cpu"
-    # setup.py's define_macros=[("WITH_CUDA", None)]: csrc/lstm_cell.cpp registers its CUDA
-    # kernel only under it.
-    with_cuda_define = ["-DWITH_CUDA"] if with_cuda else []
     print(f"[chapter 5] loading '{name}' (first build: minutes on 2 cores, cached after)")
     start = time.perf_counter()
     path = load(
@@ -81,7 +78,7 @@ def load_custom_ops(verbose: bool = False) -> str:
         sources=[str(p) for p in CPP_SOURCES + (CUDA_SOURCES if with_cuda else [])],
         # setup.py's cxx flags. -O3: torch adds no -O to JIT builds (chapter 1). -fopenmp: the CPU
         # kernels' at::parallel_for runs on one thread without it (chapter 2).
-        extra_cflags=["-O3", "-fopenmp", *with_cuda_define],
+        extra_cflags=["-O3", "-fopenmp"],
         # setup.py's nvcc flags. -O3 is nvcc's default for device code already.
         #
         # No --use_fast_math. It swaps float expf, sinf, division and sqrt for approximate
@@ -97,7 +94,7 @@ def load_custom_ops(verbose: bool = False) -> str:
         # and torch gives way to it: any flag here containing "arch" makes torch drop its own
         # -gencode flags and ignore TORCH_CUDA_ARCH_LIST. Set the list (the Makefile does, to 9.0,
         # on a machine without a GPU) and keep architectures out of the code.
-        extra_cuda_cflags=["-O3", *with_cuda_define],
+        extra_cuda_cflags=["-O3"],
         # setup.py's extra_link_args: OpenMP's runtime.
         extra_ldflags=["-fopenmp"],
         # cusparse.h and cublas_v2.h from torch's wheels if CUDA_HOME lacks them (build_utils.py).

@@ -1,7 +1,8 @@
 // lstm_cell.h: one LSTM step and its backward (lstm_cell.cpp), as the CPU and CUDA registrations
 // call them. A device's fused pointwise kernels are passed in: the CPU registration passes none
 // (ATen ops do the pointwise part), csrc/cuda/lstm_cell.cu passes its two kernels. So lstm_cell.cpp
-// names no CUDA symbol and compiles to the same object with or without CUDA (setup.py shares it).
+// names no CUDA symbol and compiles to the same object with or without CUDA (setup.py compiles it
+// once, in build/objects, for both builds).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,7 +1,7 @@
 // lstm_cell.cu: the LSTM cell's pointwise work as one kernel each way, and custom_ops::lstm_cell's
-// CUDA registration: lstm_cell.cpp's host function with these kernels passed in, between cuBLAS's
-// matrix products. One thread per (batch row b, hidden unit j); a row of the gates holds i, f, g,
-// o side by side, (B, 4H).
+// CUDA registration, which calls lstm_cell.cpp's host function with these two kernels: it runs
+// the matrix products (cuBLAS, through ATen), then the kernel. One thread per (batch row b, hidden
+// unit j); a row of the gates holds i, f, g, o side by side, (B, 4H).
 
 // Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
 // define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
