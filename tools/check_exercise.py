@@ -249,7 +249,9 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
             # -fopenmp: at::parallel_for is a template that splits its range with OpenMP pragmas,
             # and they are compiled into *this* file; without it the range runs on one thread.
             cflags = ["-O3", "-fopenmp"]
-            header = precompiled_header(compiled, cflags)
+            # The C++ files only (a chapter 3 exercise's op; nvcc compiles the .cu without it).
+            cpp = [p for p in compiled if p.suffix == ".cpp"]
+            header = precompiled_header(cpp, cflags) if cpp else None
             try:
                 built = load(
                     name=name,

@@ -13,6 +13,7 @@ import torch
 from grading import Bandwidth, expect, expect_close, expect_error, measure_bandwidth, needs_cuda
 
 SOURCE = "leaky_relu.cu"  # the file you write, in this folder
+GIVEN = ["leaky_relu_op.cpp"]  # given: the op, which calls your file
 LIBRARY = "ch3_leaky_relu"  # its ops: torch.ops.ch3_leaky_relu.leaky_relu
 # A fraction of copy_'s bandwidth (reading and writing the same bytes). One thread per element
 # cannot reach the floor: a million blocks of 256 threads, each thread one 4-byte (or 2-byte) load

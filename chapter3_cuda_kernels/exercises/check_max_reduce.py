@@ -13,6 +13,7 @@ import torch
 from grading import Bandwidth, expect_close, expect_error, measure_bandwidth, needs_cuda
 
 SOURCE = "max_reduce.cu"  # the file you write, in this folder
+GIVEN = ["max_reduce_op.cpp"]  # given: the op, which calls your file
 LIBRARY = "ch3_max_reduce"  # its ops: torch.ops.ch3_max_reduce.max_reduce
 # Bytes read per second as a fraction of copy_'s bandwidth (bytes read and written) on an H100.
 # torch.sum, whose reduction reads the same bytes, reaches 99% of it at 2^28 float32 elements, and

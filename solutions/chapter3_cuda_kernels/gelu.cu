@@ -4,25 +4,17 @@
 //
 //   gelu(x) = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
 //   the reference: torch.nn.functional.gelu(x, approximate="tanh")
+//
+// The op around these functions (checks, dtypes, device, stream) is given in gelu_op.cpp.
 
-// Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
-// define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
-// without it); the second turns an include of <ATen/ATen.h> or <ATen/Functions.h> into an error.
-#define AT_PER_OPERATOR_HEADERS
-#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <cuda_runtime.h>
 
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty_like.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
-
+#include <algorithm>
 #include <cstdint>
 
+#include "gelu.h"
+
+namespace ch3_gelu {
 namespace {
 
 // TODO 1 (solved): the formula, for one element, in the type we compute in (float for half
@@ -63,79 +55,66 @@ __global__ void gelu_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict
   if (tail < numel) out[tail] = static_cast<scalar_t>(gelu_tanh(static_cast<opmath_t>(x[tail])));
 }
 
-// ---- given: the launch, the CPU loop, the checks, the registration -----------------------------
+}  // namespace
+
+// ---- given: the launch and the CPU loop (gelu.h declares them; gelu_op.cpp calls them) ----------
 
 template <typename scalar_t>
-void launch_gelu(const at::Tensor& x, at::Tensor& out) {
-  const scalar_t* x_data = x.const_data_ptr<scalar_t>();
-  scalar_t* out_data = out.mutable_data_ptr<scalar_t>();
-  const int64_t numel = x.numel();
+cudaError_t gelu_cuda(const scalar_t* x, scalar_t* out, int64_t numel, cudaStream_t stream) {
   // The widest vector (at most 16 bytes) at which both pointers are aligned: a view such as
   // x[1:] starts one element into its buffer and must go one element at a time.
   int vec = 16 / static_cast<int>(sizeof(scalar_t));
-  while (vec > 1 && (reinterpret_cast<std::uintptr_t>(x_data) % (vec * sizeof(scalar_t)) != 0 ||
-                     reinterpret_cast<std::uintptr_t>(out_data) % (vec * sizeof(scalar_t)) != 0)) {
+  while (vec > 1 && (reinterpret_cast<std::uintptr_t>(x) % (vec * sizeof(scalar_t)) != 0 ||
+                     reinterpret_cast<std::uintptr_t>(out) % (vec * sizeof(scalar_t)) != 0)) {
     vec /= 2;
   }
   constexpr int kThreads = 256;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   // One launch of gelu_kernel<scalar_t, kVec>: enough blocks for every vector (and the tail), but
   // no more than this GPU holds at once (the occupancy API: blocks per SM for this kernel, times
   // the SMs); the grid-stride loop covers the rest.
   auto launch = [&](auto kernel, int kVec) {
     int device = 0, sm_count = 0, blocks_per_sm = 0;
-    C10_CUDA_CHECK(cudaGetDevice(&device));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-    C10_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kThreads, 0));
+    cudaError_t error = cudaGetDevice(&device);
+    if (error == cudaSuccess) {
+      error = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+    }
+    if (error == cudaSuccess) {
+      error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kThreads, 0);
+    }
+    if (error != cudaSuccess) return error;
     const int64_t blocks = std::min<int64_t>((numel / kVec + kThreads) / kThreads,
                                              static_cast<int64_t>(sm_count) * blocks_per_sm);
-    kernel<<<blocks, kThreads, 0, stream>>>(x_data, out_data, numel);
+    kernel<<<blocks, kThreads, 0, stream>>>(x, out, numel);
+    return cudaGetLastError();  // a launch reports its errors here, not by a return value
   };
   switch (vec) {
     case 8:
-      launch(gelu_kernel<scalar_t, 8>, 8);
-      break;
+      return launch(gelu_kernel<scalar_t, 8>, 8);
     case 4:
-      launch(gelu_kernel<scalar_t, 4>, 4);
-      break;
+      return launch(gelu_kernel<scalar_t, 4>, 4);
     case 2:
-      launch(gelu_kernel<scalar_t, 2>, 2);
-      break;
+      return launch(gelu_kernel<scalar_t, 2>, 2);
     default:
-      launch(gelu_kernel<scalar_t, 1>, 1);
+      return launch(gelu_kernel<scalar_t, 1>, 1);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-at::Tensor gelu(const at::Tensor& x_in) {
-  TORCH_CHECK(x_in.scalar_type() == at::kFloat || x_in.scalar_type() == at::kDouble ||
-                  x_in.scalar_type() == at::kHalf || x_in.scalar_type() == at::kBFloat16,
-              "gelu: x must be float32, float64, float16 or bfloat16, got ", x_in.scalar_type());
-  TORCH_CHECK(x_in.is_cpu() || x_in.is_cuda(), "gelu: x must be on the CPU or a CUDA device, got ",
-              x_in.device());
-  const at::Tensor x = x_in.contiguous();
-  at::Tensor out = at::empty_like(x);
-  if (x.numel() == 0) return out;  // no launch with zero blocks
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "gelu", [&] {
-    using opmath_t = at::opmath_type<scalar_t>;
-    if (x.is_cuda()) {
-      const c10::cuda::CUDAGuard guard(x.device());
-      launch_gelu<scalar_t>(x, out);
-      return;
-    }
-    const scalar_t* x_data = x.const_data_ptr<scalar_t>();
-    scalar_t* out_data = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, x.numel(), 32768, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        out_data[i] = static_cast<scalar_t>(gelu_tanh(static_cast<opmath_t>(x_data[i])));
-      }
-    });
-  });
-  return out;
+template <typename scalar_t>
+void gelu_cpu(const scalar_t* x, scalar_t* out, int64_t numel) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  for (int64_t i = 0; i < numel; ++i) {
+    out[i] = static_cast<scalar_t>(gelu_tanh(static_cast<opmath_t>(x[i])));
+  }
 }
 
-}  // namespace
+// The four dtypes the op dispatches to, compiled here for gelu_op.cpp to link against.
+#define INSTANTIATE(scalar_t)                                                                  \
+  template cudaError_t gelu_cuda<scalar_t>(const scalar_t*, scalar_t*, int64_t, cudaStream_t); \
+  template void gelu_cpu<scalar_t>(const scalar_t*, scalar_t*, int64_t);
+INSTANTIATE(float)
+INSTANTIATE(double)
+INSTANTIATE(c10::Half)
+INSTANTIATE(c10::BFloat16)
+#undef INSTANTIATE
 
-// The op as torch.ops.ch3_gelu.gelu (chapter 5 explains TORCH_LIBRARY; here it is only a way in).
-TORCH_LIBRARY(ch3_gelu, m) { m.def("gelu(Tensor x) -> Tensor", &gelu); }
+}  // namespace ch3_gelu
