@@ -371,6 +371,10 @@ def test_every_exercise_has_a_page_to_work_from(site):
         assert f"make check EX=ch{number}/{name}" in text
         assert "The task" in text and "What a pass needs" in text, page
         source = re.search(r'^SOURCE = "([^"]+)"', check_file.read_text(), flags=re.M)[1]
+        # The files built with the learner's (chapter 3's ops, chapter 5's kernels) are linked.
+        given = re.search(r"^GIVEN = \[(.*)\]", check_file.read_text(), flags=re.M)
+        for name_given in re.findall(r'"([^"]+)"', given[1]) if given else []:
+            assert f"exercises/{name_given}/" in built, f"{page} does not link {name_given}"
         if (REPO / "solutions" / check_file.parents[1].name / source).is_file():
             fold = re.search(r"<details class=\"success\">(.*?)</details>", built, flags=re.S)
             assert fold and "Show the reference solution" in fold[1], page

@@ -495,6 +495,19 @@ class SiteBuilder:
             f" the specification: [`check_{name}.py`]({relative(page_for(check), page)}).",
             "",
         ]
+        # The files built with yours (GIVEN) and the header between them, which you read, not edit.
+        listed = re.search(r"^GIVEN = \[(.*)\]", check_text, flags=re.M)
+        given = re.findall(r'"([^"]+)"', listed[1]) if listed else []
+        header = f"{Path(source).stem}.h"
+        if (REPO / chapter / "exercises" / header).is_file():
+            given.append(header)
+        if given:
+            for name_given in given:
+                self.want(f"{chapter}/exercises/{name_given}")
+            links = ", ".join(
+                f"[`{g}`]({relative(page_for(f'{chapter}/exercises/{g}'), page)})" for g in given
+            )
+            out += [f"Given, to read but not to edit: {links}.", ""]
         if (REPO / solution).is_file():
             out += [
                 "## The reference solution",
