@@ -309,7 +309,7 @@ def solution_with(exercise_id: str, label: str, old: str, new: str) -> Path:
     """The reference solution with `old` replaced by `new`, written to build/broken/<label>/.
     A fixed path, written only when its text changes: the checker names a file's build after
     its path and rebuilds it when the text changes, so a second `make test` reuses the build
-    (a CUDA one takes 40 s on two cores) instead of compiling a new temporary copy."""
+    (a CUDA one takes 10 s on two cores) instead of compiling a new temporary copy."""
     exercise = check_exercise.find_exercise(exercise_id)
     text = exercise.solution.read_text()
     assert old in text, f"{exercise_id}'s solution no longer contains {old!r}"
@@ -319,6 +319,25 @@ def solution_with(exercise_id: str, label: str, old: str, new: str) -> Path:
     if not broken.exists() or broken.read_text() != text:
         broken.write_text(text)
     return broken
+
+
+@pytest.mark.slow
+def test_a_build_that_does_not_load_names_the_missing_function():
+    """A function declared and called but defined nowhere links into a shared library and fails
+    only when it loads: the checker shows the loader's reason, with the C++ name."""
+    source = solution_with(
+        "ch2/leaky_relu",
+        "undefined_function",
+        "at::Tensor leaky_relu(const at::Tensor& x_in, double negative_slope) {",
+        "double declared_only(double slope);\n\n"
+        "at::Tensor leaky_relu(const at::Tensor& x_in, double negative_slope) {\n"
+        "  negative_slope = declared_only(negative_slope);",
+    )
+    result = run_checker("ch2/leaky_relu", "--source", str(source))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "BUILD FAILED" in result.stdout and "undefined symbol" in result.stdout, result.stdout
+    if shutil.which("c++filt"):
+        assert "declared_only(double)" in result.stdout, result.stdout
 
 
 @pytest.mark.slow

@@ -209,6 +209,19 @@ def compiler_errors(log: str, limit: int = 30) -> str:
     return "\n".join(unique[:limit]) or "\n".join(lines[-limit:])
 
 
+def demangled(message: str) -> str:
+    """C++ symbol names (_ZN8ch3_gelu...) as the code spells them, where c++filt is installed."""
+    if shutil.which("c++filt") is None:
+        return message
+    return re.sub(
+        r"_Z\w+",
+        lambda m: (
+            subprocess.run(["c++filt", m[0]], capture_output=True, text=True).stdout.strip() or m[0]
+        ),
+        message,
+    )
+
+
 def build(exercise: Exercise, source: Path, variant: str) -> object:
     """Compile the exercise's C++/CUDA (the learner's file and any GIVEN files) and return what
     its checks call: the pybind11 module, the `torch.ops.<LIBRARY>` namespace, or, for a Python
@@ -269,7 +282,10 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
                     verbose=False,
                 )
             except Exception as e:  # torch raises RuntimeError with the whole ninja log in it
-                raise BuildFailed(compiler_errors(str(e))) from None
+                # A build that links but does not load (OSError) has the loader's reason in its
+                # cause: an undefined symbol, say, for a function the .h declares and no file defines.
+                cause = f"\n{demangled(str(e.__cause__))}" if e.__cause__ is not None else ""
+                raise BuildFailed(compiler_errors(str(e)) + cause) from None
             stamp.write_text(digest)
         if library is not None:
             built = getattr(torch.ops, library)
