@@ -25,6 +25,10 @@ PLOTS = {
     "docs/perf/h100/chapter3_cuda.png": ("chapter3_cuda_kernels/benchmark.py", True),
     "docs/perf/h100/chapter3_block_sweep.png": ("chapter3_cuda_kernels/block_sweep.py", True),
     "docs/perf/h100/chapter5_cuda.png": ("chapter5_extensions/benchmarks/benchmark.py", True),
+    "docs/perf/h100/kernel_languages.png": (
+        "chapter5_extensions/kernel_languages/benchmark_kernel_languages.py",
+        True,
+    ),
     # GPU ms and a loss, on log axes: no zero there.
     "docs/perf/h100/lstm_layer.png": ("chapter5_extensions/benchmarks/benchmark_lstm.py", False),
     "docs/perf/cpu/chapter4_training.png": ("chapter4_autograd/train_demo.py", False),

@@ -34,11 +34,21 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(CHAPTER / "benchmarks"))  # gpu_timer, plot_style
 sys.path.insert(0, str(CHAPTER))  # custom_ops, triton_fused_bias_relu
 
+import plot_style  # noqa: E402
+
 SCALE = 0.5
 COLS = 1024  # x is (n / 1024, 1024): rows of 4 KiB in float32, 16-byte aligned
 EXPONENTS = (20, 24, 28)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 WAYS = ["eager PyTorch", "torch.compile", "CUDA C++ (custom_ops)", "NVRTC", "Triton"]
+# What each way is tried with, and the column that says whether it worked.
+FEATURES = {
+    "autograd": "autograd",
+    "compile": "compile (fullgraph)",
+    "export": "export",
+    "graphs": "CUDA graphs",
+    "cpu": "CPU tensors",
+}
 
 
 def eager(x, bias):
@@ -116,7 +126,8 @@ def works(fn) -> str:
         torch.cuda.synchronize()
         return "yes"
     except Exception as e:  # the first line of why, for the table
-        return "no: " + (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return "no: " + (why if len(why) <= 200 else why[:199] + "…")
 
 
 def features(way: str) -> dict:
@@ -287,8 +298,9 @@ def to_markdown(result: dict) -> str:
         + "; ".join(f"{d} 2^{e}: {copy[(d, 2**e)]:,.0f}" for d in DTYPES for e in EXPONENTS)
         + ".",
         "",
-        "| way | cold start, s | warm start, s | kernel lines | autograd | compile (fullgraph) "
-        "| export | CUDA graphs | CPU tensors |",
+        "| way | cold start, s | warm start, s | kernel lines | "
+        + " | ".join(FEATURES.values())
+        + " |",
         "| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |",
     ]
     for way in WAYS:
@@ -300,10 +312,15 @@ def to_markdown(result: dict) -> str:
 
         lines.append(
             f"| {way} | {seconds(s['cold_s'])} | {seconds(s['warm_s'])} | "
-            f"{result['lines'][way]} | "
-            + " | ".join(f[k] for k in ("autograd", "compile", "export", "graphs", "cpu"))
-            + " |"
+            f"{result['lines'][way]} | " + " | ".join(f[k].split(":")[0] for k in FEATURES) + " |"
         )
+    refusals = [
+        f"{way}, {FEATURES[k]}: {f.split(': ', 1)[1]}"
+        for way in WAYS
+        for k, f in result["features"][way].items()
+        if f.startswith("no: ")
+    ]
+    lines += ["", *(f"- No: {r}" for r in refusals)]
     lines += [
         "",
         "Cold: a new process, empty Triton and Inductor caches, from importing the way to its "
@@ -318,9 +335,8 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(result: dict, path: Path) -> None:
-    import plot_style
-
+def plot(result: dict, path: Path):
+    """The fraction of the floor against elements, a panel per dtype, a line per way."""
     fig = plot_style.figure(height=4.5)
     axes = fig.subplots(1, len(DTYPES), sharey=True)
     for ax, dtype in zip(axes, DTYPES, strict=True):
@@ -333,6 +349,7 @@ def plot(result: dict, path: Path) -> None:
     plot_style.zero_based_y(axes[0], "fraction of the floor")
     plot_style.legend_below(fig, ncols=3)
     plot_style.save(fig, path)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
