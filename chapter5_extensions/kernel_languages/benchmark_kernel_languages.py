@@ -362,8 +362,11 @@ def main(argv: list[str] | None = None) -> int:
         plot(json.loads(args.plot_from.read_text()), args.plot_from.with_suffix(".png"))
         return 0
     if not torch.cuda.is_available():
-        print("benchmark_kernel_languages.py: no CUDA device here; this times GPU kernels")
-        return 1
+        print("benchmark_kernel_languages.py needs a CUDA GPU (torch.cuda.is_available() is")
+        print(
+            "False); the page's tables were measured on one (docs/perf/h100/kernel_languages.md)."
+        )
+        return 2
     if args.probe:
         print(probe(args.probe))
         return 0
