@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -41,6 +42,9 @@ COLS = 1024  # x is (n / 1024, 1024): rows of 4 KiB in float32, 16-byte aligned
 EXPONENTS = (20, 24, 28)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 WAYS = ["eager PyTorch", "torch.compile", "CUDA C++ (custom_ops)", "NVRTC", "Triton"]
+# Helion is optional (helion_fused_bias_relu.py says how to install it): measured where it is.
+if importlib.util.find_spec("helion") is not None:
+    WAYS.append("Helion")
 # What each way is tried with, and the column that says whether it worked.
 FEATURES = {
     "autograd": "autograd",
@@ -74,6 +78,10 @@ def make_way(way: str):
         import triton_fused_bias_relu
 
         return lambda x, bias: triton_fused_bias_relu.fused_bias_relu(x, bias, SCALE)
+    if way == "Helion":
+        import helion_fused_bias_relu
+
+        return lambda x, bias: helion_fused_bias_relu.fused_bias_relu(x, bias, SCALE)
     raise ValueError(f"no way {way!r}; the ways: {WAYS}")
 
 
@@ -106,7 +114,13 @@ def kernel_lines() -> dict:
 
     cuda_cpp = (CHAPTER / "csrc" / "cuda" / "fused_bias_relu.cu").read_text()
     triton = inspect.getsource(tfbr.opmath.fn) + inspect.getsource(tfbr.fused_bias_relu_kernel.fn)
-    return {
+    lines = {}
+    if "Helion" in WAYS:
+        import helion_fused_bias_relu
+
+        source = inspect.getsource(helion_fused_bias_relu.fused_bias_relu_kernel.fn)
+        lines["Helion"] = code_lines(source)
+    return lines | {
         "CUDA C++ (custom_ops)": code_lines(
             c_function(cuda_cpp, "__global__ void fused_bias_relu_kernel(")
         ),
@@ -201,7 +215,8 @@ def nvcc_seconds() -> float:
 
 
 def start_times(way: str) -> dict:
-    """Cold: empty Triton and Inductor caches (NVRTC keeps none). Warm: the same caches again."""
+    """Cold: empty Triton, Inductor and Helion caches (NVRTC keeps none). Warm: the same caches
+    again."""
     if way == "eager PyTorch":
         return {"cold_s": None, "warm_s": None}
     with tempfile.TemporaryDirectory() as caches:
@@ -209,6 +224,7 @@ def start_times(way: str) -> dict:
             **os.environ,
             "TRITON_CACHE_DIR": f"{caches}/triton",
             "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor",
+            "HELION_CACHE_DIR": f"{caches}/helion",
         }
         command = [sys.executable, __file__, "--probe", way]
 
@@ -323,13 +339,14 @@ def to_markdown(result: dict) -> str:
     lines += ["", *(f"- No: {r}" for r in refusals)]
     lines += [
         "",
-        "Cold: a new process, empty Triton and Inductor caches, from importing the way to its "
+        "Cold: a new process, empty Triton, Inductor and Helion caches, from importing the way to its "
         "first result on 2^20 float32 elements (the CUDA context made before); for CUDA C++ "
         "nvcc on `csrc/cuda/fused_bias_relu.cu` with the build's own command, plus the warm "
         "time. Warm: the same in a second process with the caches the first left (NVRTC keeps "
         "none: it compiles again). Kernel lines: the forward's device code without blank and "
         "comment lines (CUDA C++: the `__global__` template; NVRTC: its whole `.cu` file; "
-        "Triton: the `@triton.jit` functions; PyTorch: the Python function).",
+        "Triton: the `@triton.jit` functions; Helion: the `@helion.kernel` function; PyTorch: the "
+        "Python function).",
         "",
     ]
     return "\n".join(lines)

@@ -1,0 +1,102 @@
+"""fused_bias_relu's forward, y = relu(x * scale + bias), written in Helion, PyTorch's tile
+language: the kernel is PyTorch code over tiles, and Helion writes the Triton kernel from it.
+Registered with torch.library as course_helion::fused_bias_relu, as the NVRTC op is. Lesson:
+chapter 5, further/kernel_languages.md; tests: test_kernel_languages.py.
+
+    pip install --no-deps helion==1.5.0 filecheck   # not in requirements.txt: optional here
+    python chapter5_extensions/kernel_languages/helion_fused_bias_relu.py
+
+Helion 1.5.0 is the newest release that imports with torch 2.11 (1.5.1 needs names 2.11 does not
+have). Without a GPU it runs under Triton's interpreter (TRITON_INTERPRET=1 before triton is
+imported), slowly, as the Triton op does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+from torch import Tensor
+
+if not torch.cuda.is_available() and "triton" not in sys.modules:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import helion
+import helion.language as hl
+
+
+# One pinned config, so no call autotunes (a search takes minutes per shape): tiles of 8 rows by
+# 256 columns, 2,048 elements for 4 warps, the Triton op's tile. Chosen by hand, not by Helion's
+# autotuner. static_shapes: a kernel per shape, as Triton specializes on its arguments.
+@helion.kernel(config=helion.Config(block_sizes=[8, 256], num_warps=4), static_shapes=True)
+def fused_bias_relu_kernel(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+    rows, cols = x.shape  # the op passes x as (rows, cols)
+    y = torch.empty_like(x)
+    for tile_r, tile_c in hl.tile([rows, cols]):
+        compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+        v = x[tile_r, tile_c].to(compute) * scale + bias[tile_c].to(compute)[None, :]
+        y[tile_r, tile_c] = torch.where(v < 0, 0.0, v).to(x.dtype)  # NaN stays NaN
+    return y
+
+
+def check_inputs(x: Tensor, bias: Tensor) -> None:
+    """What the op refuses, before any launch: the message names op and argument."""
+    torch._check(
+        x.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16),
+        lambda: f"fused_bias_relu: x must be float32, float64, float16 or bfloat16, got {x.dtype}",
+    )
+    torch._check(
+        x.dim() >= 1 and bias.shape == (x.shape[-1],),
+        lambda: (
+            f"fused_bias_relu: bias must have shape ({x.shape[-1] if x.dim() else '?'},), the "
+            f"last dimension of x, got {tuple(bias.shape)}"
+        ),
+    )
+    torch._check(
+        bias.dtype == x.dtype and bias.device == x.device,
+        lambda: (
+            f"fused_bias_relu: bias must be {x.dtype} on {x.device} like x, got {bias.dtype} on "
+            f"{bias.device}"
+        ),
+    )
+
+
+@torch.library.custom_op("course_helion::fused_bias_relu", mutates_args=())
+def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+    """y = relu(x * scale + bias): x (..., cols), any strides, float32, float64, float16 or
+    bfloat16; bias (cols,) of x's dtype and device."""
+    check_inputs(x, bias)
+    if x.numel() == 0:
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+    cols = x.shape[-1]
+    y = fused_bias_relu_kernel(x.contiguous().view(-1, cols), bias.contiguous(), float(scale))
+    return y.view(x.shape)
+
+
+@fused_bias_relu.register_fake
+def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output)
+    ctx.scale = inputs[2]
+
+
+def _backward(ctx, grad_y: Tensor):
+    """In PyTorch ops, as the NVRTC op's: zero where y <= 0, so a NaN passes its gradient on."""
+    (y,) = ctx.saved_tensors
+    active = torch.where(y <= 0, 0, grad_y)
+    return active * ctx.scale, active.reshape(-1, y.shape[-1]).sum(0), None
+
+
+fused_bias_relu.register_autograd(_backward, setup_context=_setup_context)
+
+
+if __name__ == "__main__":
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = torch.randn(100, 333, device=device)
+    b = torch.randn(333, device=device)
+    gap = (fused_bias_relu(x, b, 0.5) - torch.relu(x * 0.5 + b)).abs().max().item()
+    print(f"course_helion.fused_bias_relu on {device}: largest difference: {gap:.1e}")
