@@ -1,6 +1,7 @@
 // Exercise ch3/gelu, given: what the op (gelu_op.cpp) calls in your kernel file (gelu.cu). No
-// torch header here or in gelu.cu, only CUDA's and c10's scalar types: nvcc then compiles your
-// file in seconds instead of a minute and more (the lesson's "Exercises" says why).
+// torch header here or in gelu.cu beyond c10's scalar types and ATen's header-only OpMathType.h:
+// nvcc then compiles your file in seconds instead of a minute and more (the lesson's "Exercises"
+// says why).
 #pragma once
 
 #include <ATen/OpMathType.h>  // at::opmath_type: float for the half types

@@ -26,8 +26,8 @@ __host__ __device__ inline opmath_t leaky_relu_one(opmath_t x, opmath_t negative
 }
 
 // TODO 2: thread i of the grid (i from blockIdx.x, blockDim.x and threadIdx.x) computes
-// out[i] = leaky_relu_one(x[i]) in opmath_t, if i < numel: the grid is whole blocks, so the last
-// one may run past the end. i is an int64_t: numel can exceed 2^31.
+// out[i] = leaky_relu_one(x[i], negative_slope) in opmath_t, if i < numel: the grid is whole
+// blocks, so the last one may run past the end. i is an int64_t: numel can exceed 2^31.
 template <typename scalar_t, typename opmath_t>
 __global__ void leaky_relu_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ out,
                                   int64_t numel, opmath_t negative_slope) {}

@@ -1,6 +1,7 @@
 // Exercise ch3/leaky_relu, given: what the op (leaky_relu_op.cpp) calls in your kernel file
-// (leaky_relu.cu). No torch header here or in leaky_relu.cu, only CUDA's and c10's scalar types:
-// nvcc then compiles your file in seconds instead of a minute and more (the lesson says why).
+// (leaky_relu.cu). No torch header here or in leaky_relu.cu beyond c10's scalar types and ATen's
+// header-only OpMathType.h: nvcc then compiles your file in seconds instead of a minute and more
+// (the lesson says why).
 #pragma once
 
 #include <ATen/OpMathType.h>  // at::opmath_type: float for the half types

@@ -39,8 +39,9 @@ __host__ __device__ inline opmath_t max_propagate_nan(opmath_t a, opmath_t b) {
 //      loads before the first comparison: one load at a time leaves the memory waiting.
 //   2. Each warp: combine m with __shfl_down_sync(0xffffffffu, m, offset) for offsets 16 down to
 //      1; lane 0 then holds the warp's maximum and writes it to a __shared__ array, one per warp.
-//   3. After __syncthreads(), warp 0 reduces those kThreads / kWarp values the same way, and its
-//      lane 0 writes out[blockIdx.x].
+//   3. After __syncthreads(), warp 0 reduces those kThreads / kWarp values the same way (its
+//      lanes from kThreads / kWarp up have no value: they take -inf), and its lane 0 writes
+//      out[blockIdx.x].
 template <typename in_t, typename out_t>
 __global__ void max_reduce_kernel(const in_t* __restrict__ x, int64_t numel,
                                   out_t* __restrict__ out) {

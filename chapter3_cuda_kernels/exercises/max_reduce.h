@@ -1,6 +1,7 @@
 // Exercise ch3/max_reduce, given: what the op (max_reduce_op.cpp) calls in your kernel file
-// (max_reduce.cu). No torch header here or in max_reduce.cu, only CUDA's and c10's scalar types:
-// nvcc then compiles your file in seconds instead of a minute and more (the lesson says why).
+// (max_reduce.cu). No torch header here or in max_reduce.cu beyond c10's scalar types and ATen's
+// header-only OpMathType.h: nvcc then compiles your file in seconds instead of a minute and more
+// (the lesson says why).
 #pragma once
 
 #include <ATen/OpMathType.h>  // at::opmath_type: float for the half types

@@ -24,6 +24,10 @@ if not torch.cuda.is_available() and "triton" not in sys.modules:
 
 import helion
 import helion.language as hl
+import triton
+
+# Whether kernels run in Triton's interpreter (CPU tensors) or compiled (CUDA tensors only).
+INTERPRETED = triton.knobs.runtime.interpret
 
 
 # One pinned config, so no call autotunes (a search takes minutes per shape): tiles of 8 rows by
@@ -58,6 +62,14 @@ def check_inputs(x: Tensor, bias: Tensor) -> None:
         lambda: (
             f"fused_bias_relu: bias must be {x.dtype} on {x.device} like x, got {bias.dtype} on "
             f"{bias.device}"
+        ),
+    )
+    torch._check(
+        x.is_cuda or INTERPRETED,
+        lambda: (
+            f"fused_bias_relu: x must be a CUDA tensor, got {x.device} (Helion writes Triton, "
+            "which compiles for the GPU; its interpreter runs on the CPU when TRITON_INTERPRET=1 "
+            "is set before triton is imported)"
         ),
     )
 
