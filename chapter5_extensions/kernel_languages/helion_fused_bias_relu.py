@@ -22,6 +22,7 @@ from torch import Tensor
 if not torch.cuda.is_available() and "triton" not in sys.modules:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import fused_bias_relu_contract as contract
 import helion
 import helion.language as hl
 import triton
@@ -45,25 +46,8 @@ def fused_bias_relu_kernel(x: Tensor, bias: Tensor, scale: float) -> Tensor:
 
 
 def check_inputs(x: Tensor, bias: Tensor) -> None:
-    """What the op refuses, before any launch: the message names op and argument."""
-    torch._check(
-        x.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16),
-        lambda: f"fused_bias_relu: x must be float32, float64, float16 or bfloat16, got {x.dtype}",
-    )
-    torch._check(
-        x.dim() >= 1 and bias.shape == (x.shape[-1],),
-        lambda: (
-            f"fused_bias_relu: bias must have shape ({x.shape[-1] if x.dim() else '?'},), the "
-            f"last dimension of x, got {tuple(bias.shape)}"
-        ),
-    )
-    torch._check(
-        bias.dtype == x.dtype and bias.device == x.device,
-        lambda: (
-            f"fused_bias_relu: bias must be {x.dtype} on {x.device} like x, got {bias.dtype} on "
-            f"{bias.device}"
-        ),
-    )
+    """The shared checks, and one of Triton's: CUDA tensors, unless in its interpreter."""
+    contract.check_inputs(x, bias)
     torch._check(
         x.is_cuda or INTERPRETED,
         lambda: (
@@ -86,24 +70,7 @@ def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     return y.view(x.shape)
 
 
-@fused_bias_relu.register_fake
-def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
-    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    ctx.save_for_backward(output)
-    ctx.scale = inputs[2]
-
-
-def _backward(ctx, grad_y: Tensor):
-    """In PyTorch ops, as the NVRTC op's: zero where y <= 0, so a NaN passes its gradient on."""
-    (y,) = ctx.saved_tensors
-    active = torch.where(y <= 0, 0, grad_y)
-    return active * ctx.scale, active.reshape(-1, y.shape[-1]).sum(0), None
-
-
-fused_bias_relu.register_autograd(_backward, setup_context=_setup_context)
+contract.register_fake_and_autograd(fused_bias_relu)
 
 
 if __name__ == "__main__":

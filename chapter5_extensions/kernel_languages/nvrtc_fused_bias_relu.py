@@ -16,6 +16,7 @@ import functools
 import os
 from pathlib import Path
 
+import fused_bias_relu_contract as contract
 import torch
 from torch import Tensor
 
@@ -72,25 +73,8 @@ def compile_only(dtype: torch.dtype, vec: int) -> bytes:
 
 
 def check_inputs(x: Tensor, bias: Tensor) -> None:
-    """What every kernel of the op refuses, before any launch: the message names op and argument."""
-    torch._check(
-        x.dtype in TYPE_NAMES,
-        lambda: f"fused_bias_relu: x must be float32, float64, float16 or bfloat16, got {x.dtype}",
-    )
-    torch._check(
-        x.dim() >= 1 and bias.shape == (x.shape[-1],),
-        lambda: (
-            f"fused_bias_relu: bias must have shape ({x.shape[-1] if x.dim() else '?'},), the "
-            f"last dimension of x, got {tuple(bias.shape)}"
-        ),
-    )
-    torch._check(
-        bias.dtype == x.dtype and bias.device == x.device,
-        lambda: (
-            f"fused_bias_relu: bias must be {x.dtype} on {x.device} like x, got {bias.dtype} on "
-            f"{bias.device}"
-        ),
-    )
+    """The shared checks, and one of this kernel's own: its sizes are 32-bit ints."""
+    contract.check_inputs(x, bias)
     torch._check(
         x.numel() < 2**31,
         lambda: f"fused_bias_relu: at most 2^31 - 1 elements (the kernel's int), got {x.numel()}",
@@ -131,26 +115,7 @@ def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     return torch.relu(x.to(compute) * scale + bias.to(compute)).to(x.dtype)
 
 
-@fused_bias_relu.register_fake
-def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
-    """Shapes only: what torch.compile and torch.export trace."""
-    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    ctx.save_for_backward(output)
-    ctx.scale = inputs[2]
-
-
-def _backward(ctx, grad_y: Tensor):
-    """In PyTorch ops: the forward is the point here. Zero where y <= 0, so a NaN output passes
-    its gradient on, as custom_ops' backward does."""
-    (y,) = ctx.saved_tensors
-    active = torch.where(y <= 0, 0, grad_y)
-    return active * ctx.scale, active.reshape(-1, y.shape[-1]).sum(0), None
-
-
-fused_bias_relu.register_autograd(_backward, setup_context=_setup_context)
+contract.register_fake_and_autograd(fused_bias_relu)
 
 
 if __name__ == "__main__":
