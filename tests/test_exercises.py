@@ -186,6 +186,35 @@ def test_no_precompiled_header_for_cuda_or_a_file_that_includes_less(tmp_path):
     assert check_exercise.precompiled_header([narrow], ["-O3"]) is None
 
 
+# What a chapter 3 exercise's kernel file and its header may include: CUDA's runtime, the C++
+# library, c10's scalar types and ATen's header-only OpMathType.h. Torch's other headers (the
+# tensor, the dispatcher, torch/library.h) belong in the given <name>_op.cpp: in the .cu they
+# made nvcc's build four times slower (chapter 3's lesson, "Exercises").
+KERNEL_FILE_INCLUDES = {
+    "cuda_runtime.h",
+    "cuda_runtime_api.h",
+    "algorithm",
+    "cstdint",
+    "limits",
+    "ATen/OpMathType.h",
+    "c10/util/BFloat16.h",
+    "c10/util/Half.h",
+}
+
+
+@pytest.mark.parametrize("exercise_id", CUDA_EXERCISES)
+def test_a_cuda_exercise_kernel_file_includes_no_torch_header(exercise_id):
+    exercise = check_exercise.find_exercise(exercise_id)
+    header = exercise.folder / exercise.source.replace(".cu", ".h")
+    for path in (exercise.folder / exercise.source, exercise.solution, header):
+        system = set(re.findall(r"^#include <([^>]+)>", path.read_text(), flags=re.M))
+        local = set(re.findall(r'^#include "([^"]+)"', path.read_text(), flags=re.M))
+        assert system <= KERNEL_FILE_INCLUDES, (
+            f"{path.name} includes {system - KERNEL_FILE_INCLUDES}"
+        )
+        assert local <= {header.name}, f"{path.name} includes {local - {header.name}}"
+
+
 def test_there_are_three_to_five_exercises_per_chapter():
     for chapter in CHAPTERS:
         found = sorted((chapter / "exercises").glob("check_*.py"))
