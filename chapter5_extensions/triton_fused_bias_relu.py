@@ -41,6 +41,10 @@ def opmath(v):
 # divides its index by cols to find its column (chapter 3's v4, a block per tile). Triton notes at
 # launch which integer arguments are multiples of 16 and which pointers are 16-byte aligned; where
 # cols is such a multiple, every row starts on a 16-byte boundary and loads and stores are 16 bytes.
+# The tiles are numbered along the rows (the column tiles of one band of rows are neighbours), so
+# the programs running at any moment read whole rows: numbered down the columns instead, they all
+# read the same stripe of every row, and the op ran at 95% of the copy floor on the H100, not 100%
+# (further/kernel_languages.md, "Where the last 5% went").
 @triton.jit
 def fused_bias_relu_kernel(
     x_ptr,
@@ -52,8 +56,10 @@ def fused_bias_relu_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
-    row = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    col = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_tiles = tl.cdiv(cols, BLOCK_N)
+    tile = tl.program_id(0)
+    row = (tile // col_tiles) * BLOCK_M + tl.arange(0, BLOCK_M)
+    col = (tile % col_tiles) * BLOCK_N + tl.arange(0, BLOCK_N)
     bias = opmath(tl.load(bias_ptr + col, mask=col < cols))
     offsets = row.to(tl.int64)[:, None] * cols + col[None, :]  # 64-bit: x may pass 2^31 elements
     mask = (row < rows)[:, None] & (col < cols)[None, :]
@@ -63,9 +69,10 @@ def fused_bias_relu_kernel(
     tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-# Backward, first pass. Program (split, j) walks rows_per_split rows of column tile j, BLOCK_M at a
+# Backward, first pass. Program (j, split) walks rows_per_split rows of column tile j, BLOCK_M at a
 # time: it reads grad_y and y once, writes grad_x once, and keeps the tile's column sums in
-# registers. It then writes one partial sum per column for its split. No atomics: the partials
+# registers. The column tile is the grid's first axis, the one that changes fastest, so the
+# programs in flight cover whole rows, as the forward's tiles do. It then writes one partial sum per column for its split. No atomics: the partials
 # are added by the second kernel in a fixed order, so the bias gradient is the same bits on every
 # run.
 @triton.jit
@@ -81,8 +88,8 @@ def fused_bias_relu_backward_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
-    split = tl.program_id(0)
-    col = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    split = tl.program_id(1)
     acc_type = partials_ptr.dtype.element_ty
     sums = tl.zeros((BLOCK_M, BLOCK_N), dtype=acc_type)
     start = split.to(tl.int64) * rows_per_split
@@ -224,7 +231,7 @@ def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
         return y
     rows = x.numel() // cols
     block_m, block_n = tile_shape(cols)
-    grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
+    grid = (triton.cdiv(rows, block_m) * triton.cdiv(cols, block_n),)
     launcher(fused_bias_relu_kernel)[grid](
         x, bias, y, rows, cols, scale, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=NUM_WARPS
     )
@@ -264,7 +271,7 @@ def fused_bias_relu_backward(grad_y: Tensor, y: Tensor, scale: float) -> tuple[T
     acc_dtype = torch.float64 if y.dtype == torch.float64 else torch.float32
     partials = torch.empty(splits, cols, dtype=acc_dtype, device=y.device)
     grad_bias = torch.empty(cols, dtype=y.dtype, device=y.device)
-    launcher(fused_bias_relu_backward_kernel)[(splits, triton.cdiv(cols, block_n))](
+    launcher(fused_bias_relu_backward_kernel)[(triton.cdiv(cols, block_n), splits)](
         grad_y,
         y,
         grad_x,

@@ -9,7 +9,8 @@ autograd, torch.compile(fullgraph=True), torch.export, CUDA graphs and CPU tenso
     python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --plot-from DIR/kernel_languages.json
 
 Timed with gpu_timer.py, the course's one GPU timer (chapter5_extensions/benchmarks/): median GPU
-ms of 30 calls, cold L2, the ways of one size taking turns, three rounds. Floor: reading x and
+ms of 30 calls, cold L2, the ways of one size taking turns, three rounds; and back to back, 10
+calls in a row, with the host's time per call. Floor: reading x and
 writing y at the bandwidth of a copy_ of x. Lesson: chapter 5, further/kernel_languages.md.
 """
 
@@ -250,7 +251,7 @@ def one_size(timer, fns: dict, dtype_name: str, e: int) -> list[dict]:
     out = torch.empty_like(x)
     calls = {way: (lambda fn=fn: fn(x, bias)) for way, fn in fns.items()}
     calls["copy_"] = lambda: out.copy_(x)
-    measured = timer.measure_in_turns(calls, loop=0)
+    measured = timer.measure_in_turns(calls, loop=10)
     moved = 2 * x.numel() * x.element_size()  # read x, write y
     floor_ms = measured["copy_"]["gpu_ms"]
     return [
@@ -259,6 +260,8 @@ def one_size(timer, fns: dict, dtype_name: str, e: int) -> list[dict]:
             "dtype": dtype_name,
             "elements": 2**e,
             "gpu_ms": measured[way]["gpu_ms"],
+            "loop_ms": measured[way]["loop_ms"],
+            "host_ms": measured[way]["host_ms"],
             "gbps": moved / measured[way]["gpu_ms"] / 1e6,
             "of_floor": floor_ms / measured[way]["gpu_ms"],
             "copy_gbps": moved / floor_ms / 1e6,
@@ -300,6 +303,23 @@ def to_markdown(result: dict) -> str:
         for dtype in DTYPES:
             cells = [
                 f"{r['gpu_ms']:.4f} ({r['of_floor']:.0%})"
+                for e in EXPONENTS
+                for r in result["rows"]
+                if r["way"] == way and r["dtype"] == dtype and r["elements"] == 2**e
+            ]
+            lines.append(f"| {way} | {dtype} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Back to back: ms per call of 10 calls in a row (median of 5 loops, warm L2: what a loop "
+        "of calls pays, launches included), and in brackets the host's µs to issue one call.",
+        "",
+        "| way | dtype | " + " | ".join(sizes) + " |",
+        "| --- | --- | " + " | ".join("---:" for _ in sizes) + " |",
+    ]
+    for way in WAYS:
+        for dtype in DTYPES:
+            cells = [
+                f"{r['loop_ms']:.4f} ({r['host_ms'] * 1e3:.0f} µs)"
                 for e in EXPONENTS
                 for r in result["rows"]
                 if r["way"] == way and r["dtype"] == dtype and r["elements"] == 2**e

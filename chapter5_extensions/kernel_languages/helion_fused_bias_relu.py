@@ -32,9 +32,14 @@ INTERPRETED = triton.knobs.runtime.interpret
 
 
 # One pinned config, so no call autotunes (a search takes minutes per shape): tiles of 8 rows by
-# 256 columns, 2,048 elements for 4 warps, the Triton op's tile. Chosen by hand, not by Helion's
-# autotuner. static_shapes: a kernel per shape, as Triton specializes on its arguments.
-@helion.kernel(config=helion.Config(block_sizes=[8, 256], num_warps=4), static_shapes=True)
+# 256 columns, 2,048 elements for 4 warps, numbered along the rows (loop_orders [[1, 0]]: the
+# column tile changes fastest), as the Triton op numbers its tiles. Chosen by hand from a sweep
+# (tune_tiles.py), not by Helion's autotuner. static_shapes: a kernel per shape, as Triton
+# specializes on its arguments.
+@helion.kernel(
+    config=helion.Config(block_sizes=[8, 256], num_warps=4, loop_orders=[[1, 0]]),
+    static_shapes=True,
+)
 def fused_bias_relu_kernel(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     rows, cols = x.shape  # the op passes x as (rows, cols)
     y = torch.empty_like(x)

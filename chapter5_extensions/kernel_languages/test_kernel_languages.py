@@ -43,10 +43,12 @@ else:
 WAY = pytest.mark.parametrize("way", list(OPS), ids=str)
 
 
-def op(way: str, device: str):
+def op(way: str, device: torch.device | str):
     """The way's op for tensors on `device`. Helion writes Triton, which runs CPU tensors only in
-    its interpreter: chosen without a GPU, not on a GPU machine."""
-    if way == "helion" and device == "cpu" and not helion_fused_bias_relu.INTERPRETED:
+    its interpreter: chosen without a GPU, not on a GPU machine. (`device` is a torch.device, and
+    torch.device("cpu") == "cpu" is False: compare its type.)"""
+    cpu = torch.device(device).type == "cpu"
+    if way == "helion" and cpu and not helion_fused_bias_relu.INTERPRETED:
         pytest.skip("Helion on CPU tensors needs Triton's interpreter; this run compiles for a GPU")
     return OPS[way]
 
