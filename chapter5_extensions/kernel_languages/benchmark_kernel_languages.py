@@ -1,7 +1,8 @@
-"""One op, fused_bias_relu's forward (y = relu(x * scale + bias)), written each way the course
-shows: CUDA C++ in the package (custom_ops), NVRTC in process, Triton, and what PyTorch does
-itself (eager, torch.compile). Per way: GPU time and the fraction of the copy floor at 2^20,
-2^24 and 2^28 elements in float32 and bfloat16, the first call's time in a new process with empty
+"""Two ops written each way the course shows: fused_bias_relu's forward (y = relu(x * scale +
+bias), elementwise) and reduce_sum (the sum of all elements), as CUDA C++ in the package
+(custom_ops), NVRTC in process, Triton, Helion, and what PyTorch does itself (eager,
+torch.compile). Per op and way: GPU time and the fraction of the copy floor at 2^20, 2^24 and 2^28
+elements in float32 and bfloat16, back to back, the first call's time in a new process with empty
 caches (cold) and with the caches of a first run (warm), the lines of kernel code, and whether
 autograd, torch.compile(fullgraph=True), torch.export, CUDA graphs and CPU tensors work.
 
@@ -10,8 +11,8 @@ autograd, torch.compile(fullgraph=True), torch.export, CUDA graphs and CPU tenso
 
 Timed with gpu_timer.py, the course's one GPU timer (chapter5_extensions/benchmarks/): median GPU
 ms of 30 calls, cold L2, the ways of one size taking turns, three rounds; and back to back, 10
-calls in a row, with the host's time per call. Floor: reading x and
-writing y at the bandwidth of a copy_ of x. Lesson: chapter 5, further/kernel_languages.md.
+calls in a row, with the host's time per call. Floor: the bytes the op must move at the
+bandwidth of a copy_ of x. Lesson: chapter 5, further/kernel_languages.md.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ SCALE = 0.5
 COLS = 1024  # x is (n / 1024, 1024): rows of 4 KiB in float32, 16-byte aligned
 EXPONENTS = (20, 24, 28)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# fused_bias_relu's forward (memory-bound, elementwise) and reduce_sum (a reduction to one number).
+OPS = ("fused_bias_relu", "reduce_sum")
 WAYS = ["eager PyTorch", "torch.compile", "CUDA C++ (custom_ops)", "NVRTC", "Triton"]
 # Helion is optional (helion_fused_bias_relu.py says how to install it): measured where it is.
 if importlib.util.find_spec("helion") is not None:
@@ -60,30 +63,41 @@ def eager(x, bias):
     return torch.relu(x * SCALE + bias)
 
 
-def make_way(way: str):
-    """The way's fused_bias_relu(x, bias), its modules imported only now: each import is part of
-    what a cold start pays."""
+def eager_sum(x):
+    return torch.sum(x)
+
+
+def make_way(op: str, way: str):
+    """The way's op, called as fn(x, bias) (fused_bias_relu) or fn(x) (reduce_sum), its modules
+    imported only now: each import is part of what a cold start pays."""
     if way == "eager PyTorch":
-        return eager
+        return eager if op == "fused_bias_relu" else eager_sum
     if way == "torch.compile":
-        return torch.compile(eager, dynamic=False)
-    if way == "CUDA C++ (custom_ops)":
-        import custom_ops
+        return torch.compile(eager if op == "fused_bias_relu" else eager_sum, dynamic=False)
+    if op == "fused_bias_relu":
+        if way == "CUDA C++ (custom_ops)":
+            import custom_ops
 
-        return lambda x, bias: custom_ops.fused_bias_relu(x, bias, SCALE)
-    if way == "NVRTC":
-        import nvrtc_fused_bias_relu
+            return lambda x, bias: custom_ops.fused_bias_relu(x, bias, SCALE)
+        module = {
+            "NVRTC": "nvrtc_fused_bias_relu",
+            "Triton": "triton_fused_bias_relu",
+            "Helion": "helion_fused_bias_relu",
+        }[way]
+        fn = importlib.import_module(module).fused_bias_relu
+        return lambda x, bias: fn(x, bias, SCALE)
+    module = {
+        "CUDA C++ (custom_ops)": "custom_ops",
+        "NVRTC": "nvrtc_reduce_sum",
+        "Triton": "triton_reduce_sum",
+        "Helion": "helion_reduce_sum",
+    }[way]
+    return importlib.import_module(module).reduce_sum
 
-        return lambda x, bias: nvrtc_fused_bias_relu.fused_bias_relu(x, bias, SCALE)
-    if way == "Triton":
-        import triton_fused_bias_relu
 
-        return lambda x, bias: triton_fused_bias_relu.fused_bias_relu(x, bias, SCALE)
-    if way == "Helion":
-        import helion_fused_bias_relu
-
-        return lambda x, bias: helion_fused_bias_relu.fused_bias_relu(x, bias, SCALE)
-    raise ValueError(f"no way {way!r}; the ways: {WAYS}")
+def make_inputs(op: str, elements: int, dtype: torch.dtype, device: str = "cuda") -> tuple:
+    x = torch.randn(elements // COLS, COLS, device=device, dtype=dtype)
+    return (x, torch.randn(COLS, device=device, dtype=dtype)) if op == "fused_bias_relu" else (x,)
 
 
 # ---- lines of kernel code -----------------------------------------------------------------------
@@ -107,29 +121,41 @@ def c_function(text: str, signature: str) -> str:
         i += 1
 
 
-def kernel_lines() -> dict:
-    """The device code each way asks its author to write for the forward."""
+def kernel_lines(op: str) -> dict:
+    """The device code each way asks its author to write."""
     import inspect
 
-    import triton_fused_bias_relu as tfbr
+    cuda = (CHAPTER / "csrc" / "cuda" / f"{op}.cu").read_text()
+    if op == "fused_bias_relu":
+        import triton_fused_bias_relu as t
 
-    cuda_cpp = (CHAPTER / "csrc" / "cuda" / "fused_bias_relu.cu").read_text()
-    triton = inspect.getsource(tfbr.opmath.fn) + inspect.getsource(tfbr.fused_bias_relu_kernel.fn)
-    lines = {}
-    if "Helion" in WAYS:
-        import helion_fused_bias_relu
+        cuda_cpp = c_function(cuda, "__global__ void fused_bias_relu_kernel(")
+        triton = inspect.getsource(t.opmath.fn) + inspect.getsource(t.fused_bias_relu_kernel.fn)
+        python = inspect.getsource(eager)
+        helion = ("helion_fused_bias_relu", "fused_bias_relu_kernel")
+    else:
+        import triton_reduce_sum as t
 
-        source = inspect.getsource(helion_fused_bias_relu.fused_bias_relu_kernel.fn)
-        lines["Helion"] = code_lines(source)
-    return lines | {
-        "CUDA C++ (custom_ops)": code_lines(
-            c_function(cuda_cpp, "__global__ void fused_bias_relu_kernel(")
-        ),
-        "NVRTC": code_lines((HERE / "fused_bias_relu_nvrtc.cu").read_text()),
+        cuda_cpp = "\n".join(
+            c_function(cuda, signature)
+            for signature in ("acc_t warp_sum(", "acc_t block_sum(", "sum_kernel(const scalar_t*")
+        )
+        triton = inspect.getsource(t.partial_sums_kernel.fn) + inspect.getsource(
+            t.sum_partials_kernel.fn
+        )
+        python = inspect.getsource(eager_sum)
+        helion = ("helion_reduce_sum", "partial_sums")
+    lines = {
+        "eager PyTorch": code_lines(python),
+        "torch.compile": code_lines(python),
+        "CUDA C++ (custom_ops)": code_lines(cuda_cpp),
+        "NVRTC": code_lines((HERE / f"{op}_nvrtc.cu").read_text()),
         "Triton": code_lines(triton),
-        "torch.compile": code_lines(inspect.getsource(eager)),
-        "eager PyTorch": code_lines(inspect.getsource(eager)),
     }
+    if "Helion" in WAYS:
+        kernel = getattr(importlib.import_module(helion[0]), helion[1])
+        lines["Helion"] = code_lines(inspect.getsource(kernel.fn))
+    return lines
 
 
 # ---- what works ---------------------------------------------------------------------------------
@@ -145,58 +171,56 @@ def works(fn) -> str:
         return "no: " + (why if len(why) <= 200 else why[:199] + "…")
 
 
-def features(way: str) -> dict:
-    op = make_way(way)
-    x = torch.randn(64, 256, device="cuda")
-    bias = torch.randn(256, device="cuda")
+def features(op: str, way: str) -> dict:
+    fn = make_way(op, way)
+    args = make_inputs(op, 64 * COLS, torch.float32)
 
     class Model(torch.nn.Module):
-        def forward(self, x, bias):
-            return op(x, bias)
+        def forward(self, *args):
+            return fn(*args)
 
     def autograd():
-        xg, bg = x.clone().requires_grad_(), bias.clone().requires_grad_()
-        torch.autograd.grad(op(xg, bg).sum(), (xg, bg))
+        leaves = [a.clone().requires_grad_() for a in args]
+        torch.autograd.grad(fn(*leaves).sum(), leaves)
 
     def compiled():
         torch._dynamo.reset()
-        torch.compile(Model(), fullgraph=True)(x, bias)
+        torch.compile(Model(), fullgraph=True)(*args)
 
     def graph():
-        op(x, bias)
+        fn(*args)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
-            y = op(x, bias)
+            y = fn(*args)
         g.replay()
-        torch.testing.assert_close(y, eager(x, bias))
+        torch.testing.assert_close(y, make_way(op, "eager PyTorch")(*args))
 
     return {
         "autograd": works(autograd),
         "compile": works(compiled),
-        "export": works(lambda: torch.export.export(Model(), (x, bias))),
+        "export": works(lambda: torch.export.export(Model(), args)),
         "graphs": works(graph),
-        "cpu": works(lambda: op(x.cpu(), bias.cpu())),
+        "cpu": works(lambda: fn(*(a.cpu() for a in args))),
     }
 
 
 # ---- cold and warm starts -----------------------------------------------------------------------
 
 
-def probe(way: str) -> float:
+def probe(op: str, way: str) -> float:
     """In this (new) process: seconds from nothing of the way imported to its first result, the
     CUDA context and the inputs made before the clock starts."""
-    x = torch.randn(2**20 // COLS, COLS, device="cuda")
-    bias = torch.randn(COLS, device="cuda")
+    args = make_inputs(op, 2**20, torch.float32)
     torch.cuda.synchronize()
     start = time.perf_counter()
-    make_way(way)(x, bias)
+    make_way(op, way)(*args)
     torch.cuda.synchronize()
     return time.perf_counter() - start
 
 
-def nvcc_seconds() -> float:
-    """CUDA C++ cold: nvcc on csrc/cuda/fused_bias_relu.cu with the package build's own command
-    (ninja's record of it), into a scratch file. The link and import after it are the warm time."""
+def nvcc_seconds(op: str) -> float:
+    """CUDA C++ cold: nvcc on csrc/cuda/<op>.cu with the package build's own command (ninja's
+    record of it), into a scratch file. The link and import after it are the warm time."""
     ninja = Path(sys.executable).parent / "ninja"
     build_dir = CHAPTER / "build" / "objects"
     commands = json.loads(
@@ -207,7 +231,7 @@ def nvcc_seconds() -> float:
             text=True,
         ).stdout
     )
-    entry = next(e for e in commands if e["file"].endswith("cuda/fused_bias_relu.cu"))
+    entry = next(e for e in commands if e["file"].endswith(f"cuda/{op}.cu"))
     with tempfile.TemporaryDirectory() as scratch:
         command = re.sub(r"-o \S+", f"-o {scratch}/out.o", entry["command"])
         start = time.perf_counter()
@@ -215,7 +239,7 @@ def nvcc_seconds() -> float:
         return time.perf_counter() - start
 
 
-def start_times(way: str) -> dict:
+def start_times(op: str, way: str) -> dict:
     """Cold: empty Triton, Inductor and Helion caches (NVRTC keeps none). Warm: the same caches
     again."""
     if way == "eager PyTorch":
@@ -227,7 +251,7 @@ def start_times(way: str) -> dict:
             "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor",
             "HELION_CACHE_DIR": f"{caches}/helion",
         }
-        command = [sys.executable, __file__, "--probe", way]
+        command = [sys.executable, __file__, "--probe", op, way]
 
         def run() -> float:
             out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
@@ -236,26 +260,29 @@ def start_times(way: str) -> dict:
         cold = run()
         warm = run()
     if way == "CUDA C++ (custom_ops)":
-        cold = nvcc_seconds() + warm
+        cold = nvcc_seconds(op) + warm
     return {"cold_s": cold, "warm_s": warm}
 
 
 # ---- GPU time -----------------------------------------------------------------------------------
 
 
-def one_size(timer, fns: dict, dtype_name: str, e: int) -> list[dict]:
-    """Every way on one tensor of 2^e elements, taking turns with a copy_ of it (the floor)."""
-    dtype = DTYPES[dtype_name]
-    x = torch.randn(2**e // COLS, COLS, device="cuda", dtype=dtype)
-    bias = torch.randn(COLS, device="cuda", dtype=dtype)
+def one_size(timer, op: str, fns: dict, dtype_name: str, e: int) -> list[dict]:
+    """Every way on one tensor of 2^e elements, taking turns with a copy_ of it. The floor:
+    fused_bias_relu reads x and writes y, the bytes copy_ moves, in copy_'s time; reduce_sum only
+    reads x, half of them, in half that time."""
+    args = make_inputs(op, 2**e, DTYPES[dtype_name])
+    x = args[0]
     out = torch.empty_like(x)
-    calls = {way: (lambda fn=fn: fn(x, bias)) for way, fn in fns.items()}
+    calls = {way: (lambda fn=fn: fn(*args)) for way, fn in fns.items()}
     calls["copy_"] = lambda: out.copy_(x)
     measured = timer.measure_in_turns(calls, loop=10)
-    moved = 2 * x.numel() * x.element_size()  # read x, write y
-    floor_ms = measured["copy_"]["gpu_ms"]
+    share = 1.0 if op == "fused_bias_relu" else 0.5
+    moved = share * 2 * x.numel() * x.element_size()
+    floor_ms = share * measured["copy_"]["gpu_ms"]
     return [
         {
+            "op": op,
             "way": way,
             "dtype": dtype_name,
             "elements": 2**e,
@@ -264,7 +291,7 @@ def one_size(timer, fns: dict, dtype_name: str, e: int) -> list[dict]:
             "host_ms": measured[way]["host_ms"],
             "gbps": moved / measured[way]["gpu_ms"] / 1e6,
             "of_floor": floor_ms / measured[way]["gpu_ms"],
-            "copy_gbps": moved / floor_ms / 1e6,
+            "copy_gbps": 2 * x.numel() * x.element_size() / measured["copy_"]["gpu_ms"] / 1e6,
         }
         for way in WAYS
     ]
@@ -272,10 +299,12 @@ def one_size(timer, fns: dict, dtype_name: str, e: int) -> list[dict]:
 
 def bandwidth_rows(timer) -> list[dict]:
     rows = []
-    for dtype_name in DTYPES:
-        for e in EXPONENTS:
-            torch._dynamo.reset()  # a graph per size, as a model with static shapes gets
-            rows += one_size(timer, {way: make_way(way) for way in WAYS}, dtype_name, e)
+    for op in OPS:
+        for dtype_name in DTYPES:
+            for e in EXPONENTS:
+                torch._dynamo.reset()  # a graph per size, as a model with static shapes gets
+                fns = {way: make_way(op, way) for way in WAYS}
+                rows += one_size(timer, op, fns, dtype_name, e)
     return rows
 
 
@@ -285,105 +314,113 @@ def bandwidth_rows(timer) -> list[dict]:
 def to_markdown(result: dict) -> str:
     head = result["header"]
     lines = [
-        "# One op, every way to write it: fused_bias_relu's forward",
+        "# Two ops, every way to write them: fused_bias_relu's forward and reduce_sum",
         "",
         f"Written by `chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --out`: "
         f"{head['device']}, torch {head['torch']}, Triton {head['triton']}, CUDA "
         f"{head['cuda']}, {head['date']}. GPU ms (median of 30, cold L2, the ways taking turns, "
-        "middle of 3 rounds) and, in brackets, the fraction of the floor: reading x and writing y "
-        "at the bandwidth of `copy_` of x.",
-        "",
+        "middle of 3 rounds) and, in brackets, the fraction of the floor: the bytes the op must "
+        "move (fused_bias_relu: read x, write y; reduce_sum: read x) at the bandwidth of `copy_` "
+        "of x.",
     ]
     sizes = [f"2^{e}" for e in EXPONENTS]
-    lines += [
-        "| way | dtype | " + " | ".join(sizes) + " |",
-        "| --- | --- | " + " | ".join("---:" for _ in sizes) + " |",
-    ]
-    for way in WAYS:
-        for dtype in DTYPES:
-            cells = [
-                f"{r['gpu_ms']:.4f} ({r['of_floor']:.0%})"
-                for e in EXPONENTS
-                for r in result["rows"]
-                if r["way"] == way and r["dtype"] == dtype and r["elements"] == 2**e
-            ]
-            lines.append(f"| {way} | {dtype} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "Back to back: ms per call of 10 calls in a row (median of 5 loops, warm L2: what a loop "
-        "of calls pays, launches included), and in brackets the host's µs to issue one call.",
-        "",
-        "| way | dtype | " + " | ".join(sizes) + " |",
-        "| --- | --- | " + " | ".join("---:" for _ in sizes) + " |",
-    ]
-    for way in WAYS:
-        for dtype in DTYPES:
-            cells = [
-                f"{r['loop_ms']:.4f} ({r['host_ms'] * 1e3:.0f} µs)"
-                for e in EXPONENTS
-                for r in result["rows"]
-                if r["way"] == way and r["dtype"] == dtype and r["elements"] == 2**e
-            ]
-            lines.append(f"| {way} | {dtype} | " + " | ".join(cells) + " |")
+
+    def table(op: str, cell) -> list[str]:
+        out = [
+            "",
+            "| way | dtype | " + " | ".join(sizes) + " |",
+            "| --- | --- | " + " | ".join("---:" for _ in sizes) + " |",
+        ]
+        for way in WAYS:
+            for dtype in DTYPES:
+                cells = [
+                    cell(r)
+                    for e in EXPONENTS
+                    for r in result["rows"]
+                    if (r["op"], r["way"], r["dtype"], r["elements"]) == (op, way, dtype, 2**e)
+                ]
+                out.append(f"| {way} | {dtype} | " + " | ".join(cells) + " |")
+        return out
+
+    for op in OPS:
+        lines += ["", f"## {op}", "", "GPU time:"]
+        lines += table(op, lambda r: f"{r['gpu_ms']:.4f} ({r['of_floor']:.0%})")
+        lines += [
+            "",
+            "Back to back: ms per call of 10 calls in a row (median of 5 loops, warm L2: what a "
+            "loop of calls pays, launches included), and in brackets the host's µs to issue one "
+            "call.",
+        ]
+        lines += table(op, lambda r: f"{r['loop_ms']:.4f} ({r['host_ms'] * 1e3:.0f} µs)")
+        lines += [
+            "",
+            "| way | cold start, s | warm start, s | kernel lines | "
+            + " | ".join(FEATURES.values())
+            + " |",
+            "| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |",
+        ]
+        for way in WAYS:
+            s = result["starts"][op][way]
+            f = result["features"][op][way]
+
+            def seconds(v):
+                return "" if v is None else f"{v:.2f}"
+
+            lines.append(
+                f"| {way} | {seconds(s['cold_s'])} | {seconds(s['warm_s'])} | "
+                f"{result['lines'][op][way]} | "
+                + " | ".join(f[k].split(":")[0] for k in FEATURES)
+                + " |"
+            )
+        refusals = [
+            f"{way}, {FEATURES[k]}: {f.split(': ', 1)[1]}"
+            for way in WAYS
+            for k, f in result["features"][op][way].items()
+            if f.startswith("no: ")
+        ]
+        lines += ["", *(f"- No: {r}" for r in refusals)]
     copy = {
-        (r["dtype"], r["elements"]): r["copy_gbps"] for r in result["rows"] if r["way"] == WAYS[0]
+        (r["dtype"], r["elements"]): r["copy_gbps"]
+        for r in result["rows"]
+        if r["op"] == "fused_bias_relu"
     }
     lines += [
         "",
-        "copy_ of x, GB/s (read and write): "
+        "copy_ of x, GB/s (read and write), in the fused_bias_relu rows: "
         + "; ".join(f"{d} 2^{e}: {copy[(d, 2**e)]:,.0f}" for d in DTYPES for e in EXPONENTS)
         + ".",
         "",
-        "| way | cold start, s | warm start, s | kernel lines | "
-        + " | ".join(FEATURES.values())
-        + " |",
-        "| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |",
-    ]
-    for way in WAYS:
-        s = result["starts"][way]
-        f = result["features"][way]
-
-        def seconds(v):
-            return "" if v is None else f"{v:.2f}"
-
-        lines.append(
-            f"| {way} | {seconds(s['cold_s'])} | {seconds(s['warm_s'])} | "
-            f"{result['lines'][way]} | " + " | ".join(f[k].split(":")[0] for k in FEATURES) + " |"
-        )
-    refusals = [
-        f"{way}, {FEATURES[k]}: {f.split(': ', 1)[1]}"
-        for way in WAYS
-        for k, f in result["features"][way].items()
-        if f.startswith("no: ")
-    ]
-    lines += ["", *(f"- No: {r}" for r in refusals)]
-    lines += [
-        "",
         "Cold: a new process, empty Triton, Inductor and Helion caches, from importing the way to its "
         "first result on 2^20 float32 elements (the CUDA context made before); for CUDA C++ "
-        "nvcc on `csrc/cuda/fused_bias_relu.cu` with the build's own command, plus the warm "
+        "nvcc on `csrc/cuda/<op>.cu` with the build's own command, plus the warm "
         "time. Warm: the same in a second process with the caches the first left (NVRTC keeps "
-        "none: it compiles again). Kernel lines: the forward's device code without blank and "
-        "comment lines (CUDA C++: the `__global__` template; NVRTC: its whole `.cu` file; "
-        "Triton: the `@triton.jit` functions; Helion: the `@helion.kernel` function; PyTorch: the "
-        "Python function).",
+        "none: it compiles again). Kernel lines: the device code without blank and "
+        "comment lines (CUDA C++: the `__global__` template and, for reduce_sum, its two "
+        "`__device__` helpers; NVRTC: its whole `.cu` file; Triton: the `@triton.jit` functions; "
+        "Helion: the `@helion.kernel` function; PyTorch: the Python function).",
         "",
     ]
     return "\n".join(lines)
 
 
 def plot(result: dict, path: Path):
-    """The fraction of the floor against elements, a panel per dtype, a line per way."""
-    fig = plot_style.figure(height=4.5)
-    axes = fig.subplots(1, len(DTYPES), sharey=True)
-    for ax, dtype in zip(axes, DTYPES, strict=True):
-        for way in WAYS:
-            rows = [r for r in result["rows"] if r["way"] == way and r["dtype"] == dtype]
-            ax.plot([r["elements"] for r in rows], [r["of_floor"] for r in rows], label=way)
-        ax.axhline(1.0, label="copy_ (floor)", **plot_style.REFERENCE)
-        ax.set_title(dtype)
-        plot_style.log2_axis(ax, "x", [2**e for e in EXPONENTS])
-    plot_style.zero_based_y(axes[0], "fraction of the floor")
+    """The fraction of the floor against elements, a panel per op and dtype, a line per way."""
+    ops = list(dict.fromkeys(r.get("op", "fused_bias_relu") for r in result["rows"]))
+    fig = plot_style.figure(height=4.0 * len(ops))
+    axes = fig.subplots(len(ops), len(DTYPES), sharey=True, squeeze=False)
+    for row_axes, op in zip(axes, ops, strict=True):
+        for ax, dtype in zip(row_axes, DTYPES, strict=True):
+            for way in WAYS:
+                rows = [
+                    r
+                    for r in result["rows"]
+                    if (r.get("op", "fused_bias_relu"), r["way"], r["dtype"]) == (op, way, dtype)
+                ]
+                ax.plot([r["elements"] for r in rows], [r["of_floor"] for r in rows], label=way)
+            ax.axhline(1.0, label="copy_ (floor)", **plot_style.REFERENCE)
+            ax.set_title(f"{op}, {dtype}")
+            plot_style.log2_axis(ax, "x", [2**e for e in EXPONENTS])
+        plot_style.zero_based_y(row_axes[0], "fraction of the floor")
     plot_style.legend_below(fig, ncols=3)
     plot_style.save(fig, path)
     return fig
@@ -393,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="write kernel_languages.{md,json,png} here")
     parser.add_argument("--plot-from", type=Path, help="redraw the PNG from a JSON, no GPU")
-    parser.add_argument("--probe", help=argparse.SUPPRESS)  # one first call, in a new process
+    parser.add_argument("--probe", nargs=2, help=argparse.SUPPRESS)  # op, way: in a new process
     args = parser.parse_args(argv)
     if args.plot_from:
         plot(json.loads(args.plot_from.read_text()), args.plot_from.with_suffix(".png"))
@@ -405,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if args.probe:
-        print(probe(args.probe))
+        print(probe(*args.probe))
         return 0
     import triton
 
@@ -421,9 +458,9 @@ def main(argv: list[str] | None = None) -> int:
             "cuda": torch.version.cuda,
             "date": datetime.date.today().isoformat(),
         },
-        "starts": {way: start_times(way) for way in WAYS},
-        "lines": kernel_lines(),
-        "features": {way: features(way) for way in WAYS},
+        "starts": {op: {way: start_times(op, way) for way in WAYS} for op in OPS},
+        "lines": {op: kernel_lines(op) for op in OPS},
+        "features": {op: {way: features(op, way) for way in WAYS} for op in OPS},
         "rows": bandwidth_rows(Timer()),
     }
     text = to_markdown(result)

@@ -1,6 +1,7 @@
 """Tests of the kernel-languages comparison's own ops (further/kernel_languages.md) against plain
 PyTorch: fused_bias_relu compiled by NVRTC (nvrtc_fused_bias_relu.py) and written in Helion
-(helion_fused_bias_relu.py, where helion is installed: it is optional).
+(helion_fused_bias_relu.py, where helion is installed: it is optional); reduce_sum compiled by
+NVRTC, written in Triton and in Helion (nvrtc_, triton_ and helion_reduce_sum.py).
 
     python chapter5_extensions/kernel_languages/test_kernel_languages.py   # or with pytest
 
@@ -21,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import nvrtc_fused_bias_relu as nvrtc  # noqa: E402
+import nvrtc_reduce_sum  # noqa: E402
 
 # The ops under test, by way. Helion needs its package, and without a GPU Triton's interpreter,
 # which must be chosen before anything imports triton (make test sets TRITON_INTERPRET=1 there).
@@ -41,6 +43,19 @@ else:
     HELION_SKIP = None
     OPS["helion"] = helion_fused_bias_relu.fused_bias_relu
 WAY = pytest.mark.parametrize("way", list(OPS), ids=str)
+
+# reduce_sum, by way. Triton, like Helion, needs its interpreter for CPU tensors, chosen before
+# triton is imported: make test does that on a machine without a GPU.
+SUMS = {"nvrtc": nvrtc_reduce_sum.reduce_sum}
+if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") or "triton" not in sys.modules:
+    import triton_reduce_sum
+
+    SUMS["triton"] = triton_reduce_sum.reduce_sum
+if HELION_SKIP is None:
+    import helion_reduce_sum
+
+    SUMS["helion"] = helion_reduce_sum.reduce_sum
+SUM_WAY = pytest.mark.parametrize("way", list(SUMS), ids=str)
 
 
 def op(way: str, device: torch.device | str):
@@ -172,7 +187,7 @@ def test_compile_with_fullgraph_and_export_see_one_op(way, device):
 
     x = random((8, 64), torch.float32, device, seed=10)
     bias = random((64,), torch.float32, device, seed=11)
-    backend = "inductor" if device == "cuda" else "aot_eager"
+    backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
     compiled = torch.compile(model, fullgraph=True, backend=backend)
     torch.testing.assert_close(compiled(x, bias), model(x, bias))
     program = torch.export.export(_Wrapper(fn), (x, bias))
@@ -204,6 +219,120 @@ def test_a_cuda_graph_replays_the_launch(way):
     x.copy_(random((128, 512), torch.float32, "cuda", seed=14))
     graph.replay()
     torch.testing.assert_close(y, reference(x, bias, 0.5).float())
+
+
+# ---- reduce_sum ---------------------------------------------------------------------------------
+
+
+def sum_op(way: str, device: torch.device | str):
+    """The way's reduce_sum for tensors on `device`: Triton and Helion take CPU tensors only in
+    Triton's interpreter."""
+    interpreted = {"triton": "triton_reduce_sum", "helion": "helion_reduce_sum"}
+    cpu = torch.device(device).type == "cpu"
+    if cpu and way in interpreted and not sys.modules[interpreted[way]].INTERPRETED:
+        pytest.skip(f"{way} on CPU tensors needs Triton's interpreter; this run compiles for a GPU")
+    return SUMS[way]
+
+
+@pytest.mark.parametrize("dtype", list(nvrtc.TYPE_NAMES), ids=str)
+def test_every_reduce_sum_instantiation_compiles_with_nvrtc(dtype):
+    for vec in (1, 16 // dtype.itemsize):
+        assert len(nvrtc_reduce_sum.compile_only(dtype, vec)) > 1000
+
+
+@pytest.mark.parametrize(
+    ("dtype", "numel"),
+    [(d, n) for d in TOLERANCES for n in (0, 1, 7, 1000, 100_003)]
+    # 2^22 + 3: enough 16-byte vectors that some threads of the NVRTC kernel's full grid take a
+    # step past its main loop, and Triton's programs more than one BLOCK each.
+    + [(torch.float32, 2**22 + 3)],
+    ids=str,
+)
+@SUM_WAY
+def test_reduce_sum_matches_a_float64_sum(way, device, dtype, numel):
+    x = random((numel,), dtype, device, seed=20)
+    total = sum_op(way, device)(x)
+    assert total.shape == () and total.dtype == dtype and total.device == x.device
+    # Each float32 addition rounds by 2^-24 relative: that per term, and the output's rounding.
+    atol = TOLERANCES[dtype]["atol"] + numel * 2**-24 * 4
+    torch.testing.assert_close(
+        total.double(), x.double().sum(), rtol=TOLERANCES[dtype]["rtol"], atol=atol
+    )
+
+
+@SUM_WAY
+def test_reduce_sum_is_the_same_bits_every_run(way, device):
+    x = random((3_000_001,), torch.float32, device, seed=21)
+    first = sum_op(way, device)(x)
+    for _ in range(3):
+        assert torch.equal(sum_op(way, device)(x), first)
+
+
+@SUM_WAY
+def test_reduce_sum_of_views_and_its_gradient(way, device):
+    base = random((300, 257), torch.float64, device, seed=22)
+    for x in (base.t(), base[:, ::2], base.view(-1)[1:]):  # the last 8 bytes past 16-byte alignment
+        torch.testing.assert_close(sum_op(way, device)(x), x.sum())
+    x = base.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(
+        sum_op(way, device)(x), x, torch.tensor(2.0, device=device, dtype=x.dtype)
+    )
+    assert torch.equal(grad, torch.full_like(x, 2.0))
+
+
+@SUM_WAY
+def test_reduce_sum_rejects_integers_with_a_message(way, device):
+    with pytest.raises(
+        RuntimeError,
+        match=r"reduce_sum: x must be float32, float64, float16 or bfloat16, got torch\.int32",
+    ):
+        SUMS[way](torch.zeros(8, dtype=torch.int32, device=device))
+
+
+@SUM_WAY
+def test_reduce_sum_compiles_with_fullgraph_and_exports(way, device):
+    fn = sum_op(way, device)
+    if way == "triton" and torch.device(device).type == "cpu":
+        pytest.skip("wrap_triton refuses the interpreter's kernels: nothing can trace the launch")
+    x = random((64, 100), torch.float32, device, seed=23)
+    backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
+    compiled = torch.compile(lambda x: fn(x) * 2, fullgraph=True, backend=backend)
+    torch.testing.assert_close(compiled(x), fn(x) * 2)
+    program = torch.export.export(_SumWrapper(fn), (x,))
+    if way != "triton":  # a triton_op is exported as its kernels, not as one node
+        assert f"course_{way}.reduce_sum.default" in str(program.graph)
+    torch.testing.assert_close(program.module()(x), fn(x) * 2)
+
+
+class _SumWrapper(torch.nn.Module):
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def forward(self, x):
+        return self.op(x) * 2
+
+
+@SUM_WAY
+def test_reduce_sum_opcheck(way, device):
+    if way == "triton" and torch.device(device).type == "cpu":
+        pytest.skip("opcheck runs fake tensors through wrap_triton, which refuses the interpreter")
+    x = random((40, 30), torch.float32, device, seed=24).requires_grad_()
+    torch.library.opcheck(sum_op(way, device), (x,))
+
+
+@pytest.mark.cuda
+@SUM_WAY
+def test_reduce_sum_in_a_cuda_graph(way):
+    x = random((1000, 1000), torch.float32, "cuda", seed=25)
+    fn = sum_op(way, "cuda")
+    fn(x)  # compile and load outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        total = fn(x)
+    x.copy_(random((1000, 1000), torch.float32, "cuda", seed=26))
+    graph.replay()
+    torch.testing.assert_close(total.double(), x.double().sum(), rtol=1e-5, atol=1e-3)
 
 
 def test_helion_runs_here_or_says_why():

@@ -1,0 +1,105 @@
+"""reduce_sum, the sum of all of x's elements, with its CUDA kernel (reduce_sum_nvrtc.cu) compiled
+by NVRTC inside this process, as nvrtc_fused_bias_relu.py does for fused_bias_relu: registered as
+course_nvrtc::reduce_sum. One launch: a grid that fills the GPU, each block's partial in a buffer,
+the last block adding them in order. Lesson: chapter 5, further/kernel_languages.md; tests:
+test_kernel_languages.py.
+
+    python chapter5_extensions/kernel_languages/nvrtc_reduce_sum.py   # compile; a GPU: check
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import reduce_sum_contract as contract
+import torch
+from nvrtc_fused_bias_relu import TYPE_NAMES, cuda_include_dirs
+from torch import Tensor
+
+SOURCE = (Path(__file__).resolve().parent / "reduce_sum_nvrtc.cu").read_text()
+THREADS = 512  # kSumThreads in the .cu file
+UNROLL = 2  # kSumUnroll
+BLOCKS_PER_SM = 4  # 4 x 512 threads: all an H100 SM holds (2,048)
+
+
+def kernel_name(dtype: torch.dtype, vec: int) -> str:
+    return f"sum_kernel<{TYPE_NAMES[dtype]}, {vec}>"
+
+
+@functools.cache
+def compiled(dtype: torch.dtype, vec: int, device_index: int):
+    """One NVRTC compile per (dtype, vector width, GPU), on first use."""
+    with torch.cuda.device(device_index):
+        return torch.cuda._compile_kernel(
+            SOURCE, kernel_name(dtype, vec), cuda_include_dirs=cuda_include_dirs()
+        )
+
+
+@functools.cache
+def max_blocks(device_index: int) -> int:
+    return BLOCKS_PER_SM * torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def compile_only(dtype: torch.dtype, vec: int) -> bytes:
+    """The CUBIN for sm_90 without a GPU (see nvrtc_fused_bias_relu.compile_only)."""
+    from torch.cuda._utils import _nvrtc_compile
+
+    cubin, _ = _nvrtc_compile(
+        SOURCE, kernel_name(dtype, vec), "90", cuda_include_dirs=cuda_include_dirs()
+    )
+    return cubin
+
+
+def check_inputs(x: Tensor) -> None:
+    contract.check_inputs(x)
+    torch._check(
+        x.numel() < 2**31,
+        lambda: f"reduce_sum: at most 2^31 - 1 elements (the kernel's int), got {x.numel()}",
+    )
+
+
+@torch.library.custom_op("course_nvrtc::reduce_sum", mutates_args=(), device_types="cuda")
+def reduce_sum(x: Tensor) -> Tensor:
+    """The sum of x's elements: a 0-dim tensor of x's dtype, summed in float32 (float64 stays),
+    the same bits on every run. x: any shape and strides, float32, float64, float16 or bfloat16."""
+    check_inputs(x)
+    x = x.contiguous()
+    out = x.new_empty(())
+    numel = x.numel()
+    vec = 1 if x.data_ptr() % 16 else 16 // x.element_size()
+    index = x.device.index
+    blocks = max(1, min(-(-(numel // vec) // (THREADS * UNROLL)), max_blocks(index)))
+    acc = contract.accumulate_dtype(x.dtype)
+    # The block counter (zeroed) and the partials; a single block needs neither.
+    blocks_done = torch.zeros(1 if blocks > 1 else 0, dtype=torch.int32, device=x.device)
+    partials = torch.empty(blocks if blocks > 1 else 0, dtype=acc, device=x.device)
+    with torch.cuda.device(x.device):
+        compiled(x.dtype, vec, index)(
+            grid=(blocks, 1, 1),
+            block=(THREADS, 1, 1),
+            args=[x, numel, partials, blocks_done, out],
+        )
+    return out
+
+
+@reduce_sum.register_kernel("cpu")
+def _(x: Tensor) -> Tensor:
+    """CPU tensors: the PyTorch reference, summed in float32 (float64 stays)."""
+    check_inputs(x)
+    return x.sum(dtype=contract.accumulate_dtype(x.dtype)).to(x.dtype)
+
+
+contract.register_fake_and_autograd(reduce_sum)
+
+
+if __name__ == "__main__":
+    if torch.cuda.is_available():
+        x = torch.randn(10_000_003, device="cuda")
+        gap = (reduce_sum(x).double() - x.double().sum()).abs().item()
+        print(f"course_nvrtc.reduce_sum: difference from a float64 sum: {gap:.1e}")
+    else:
+        sizes = {
+            f"{d} x{v}": len(compile_only(d, v)) for d in TYPE_NAMES for v in (1, 16 // d.itemsize)
+        }
+        print("no GPU: compiled for sm_90 only (bytes of CUBIN):", sizes)
