@@ -188,12 +188,14 @@ def features(op: str, way: str) -> dict:
         torch.compile(Model(), fullgraph=True)(*args)
 
     def graph():
-        fn(*args)
+        expected = fn(*args)  # also compiles and loads outside the capture
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             y = fn(*args)
         g.replay()
-        torch.testing.assert_close(y, make_way(op, "eager PyTorch")(*args))
+        # The replay against the same op called directly: a sum in another order than torch.sum's
+        # would differ from it in the last bits, and that is not what this column asks.
+        torch.testing.assert_close(y, expected, rtol=0, atol=0)
 
     return {
         "autograd": works(autograd),
