@@ -44,7 +44,7 @@ def opmath(v):
 # The tiles are numbered along the rows (the column tiles of one band of rows are neighbours), so
 # the programs running at any moment read whole rows: numbered down the columns instead, they all
 # read the same stripe of every row, and the op ran at 95% of the copy floor on the H100, not 100%
-# (further/kernel_languages.md, "Where the last 5% went").
+# (further/tile_order.md).
 @triton.jit
 def fused_bias_relu_kernel(
     x_ptr,
