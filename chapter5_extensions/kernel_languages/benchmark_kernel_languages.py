@@ -8,6 +8,7 @@ autograd, torch.compile(fullgraph=True), torch.export, CUDA graphs and CPU tenso
 
     python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --out DIR   # a GPU
     python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --plot-from DIR/kernel_languages.json
+    python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --markdown-from DIR/kernel_languages.json
 
 Timed with gpu_timer.py, the course's one GPU timer (chapter5_extensions/benchmarks/): median GPU
 ms of 30 calls, cold L2, the ways of one size taking turns, three rounds; and back to back, 10
@@ -315,6 +316,7 @@ def bandwidth_rows(timer) -> list[dict]:
 
 def to_markdown(result: dict) -> str:
     head = result["header"]
+    ways = list(dict.fromkeys(r["way"] for r in result["rows"]))  # those measured, Helion or not
     lines = [
         "# Two ops, every way to write them: fused_bias_relu's forward and reduce_sum",
         "",
@@ -333,7 +335,7 @@ def to_markdown(result: dict) -> str:
             "| way | dtype | " + " | ".join(sizes) + " |",
             "| --- | --- | " + " | ".join("---:" for _ in sizes) + " |",
         ]
-        for way in WAYS:
+        for way in ways:
             for dtype in DTYPES:
                 cells = [
                     cell(r)
@@ -345,15 +347,18 @@ def to_markdown(result: dict) -> str:
         return out
 
     for op in OPS:
-        lines += ["", f"## {op}", "", "GPU time:"]
-        lines += table(op, lambda r: f"{r['gpu_ms']:.4f} ({r['of_floor']:.0%})")
+        # Back to back first: what a loop of calls pays. GPU time beside it: what the kernel costs.
         lines += [
             "",
+            f"## {op}",
+            "",
             "Back to back: ms per call of 10 calls in a row (median of 5 loops, warm L2: what a "
-            "loop of calls pays, launches included), and in brackets the host's µs to issue one "
-            "call.",
+            "loop of calls pays, launches included), and in brackets the host's µs for one call "
+            "issued alone.",
         ]
         lines += table(op, lambda r: f"{r['loop_ms']:.4f} ({r['host_ms'] * 1e3:.0f} µs)")
+        lines += ["", "GPU time:"]
+        lines += table(op, lambda r: f"{r['gpu_ms']:.4f} ({r['of_floor']:.0%})")
         lines += [
             "",
             "| way | cold start, s | warm start, s | kernel lines | "
@@ -361,7 +366,7 @@ def to_markdown(result: dict) -> str:
             + " |",
             "| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |",
         ]
-        for way in WAYS:
+        for way in ways:
             s = result["starts"][op][way]
             f = result["features"][op][way]
 
@@ -376,7 +381,7 @@ def to_markdown(result: dict) -> str:
             )
         refusals = [
             f"{way}, {FEATURES[k]}: {f.split(': ', 1)[1]}"
-            for way in WAYS
+            for way in ways
             for k, f in result["features"][op][way].items()
             if f.startswith("no: ")
         ]
@@ -408,11 +413,12 @@ def to_markdown(result: dict) -> str:
 def plot(result: dict, path: Path):
     """The fraction of the floor against elements, a panel per op and dtype, a line per way."""
     ops = list(dict.fromkeys(r.get("op", "fused_bias_relu") for r in result["rows"]))
+    ways = list(dict.fromkeys(r["way"] for r in result["rows"]))
     fig = plot_style.figure(height=4.0 * len(ops))
     axes = fig.subplots(len(ops), len(DTYPES), sharey=True, squeeze=False)
     for row_axes, op in zip(axes, ops, strict=True):
         for ax, dtype in zip(row_axes, DTYPES, strict=True):
-            for way in WAYS:
+            for way in ways:
                 rows = [
                     r
                     for r in result["rows"]
@@ -432,8 +438,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="write kernel_languages.{md,json,png} here")
     parser.add_argument("--plot-from", type=Path, help="redraw the PNG from a JSON, no GPU")
+    parser.add_argument("--markdown-from", type=Path, help="rewrite the .md from a JSON, no GPU")
     parser.add_argument("--probe", nargs=2, help=argparse.SUPPRESS)  # op, way: in a new process
     args = parser.parse_args(argv)
+    if args.markdown_from:
+        result = json.loads(args.markdown_from.read_text())
+        args.markdown_from.with_suffix(".md").write_text(to_markdown(result))
+        return 0
     if args.plot_from:
         plot(json.loads(args.plot_from.read_text()), args.plot_from.with_suffix(".png"))
         return 0
