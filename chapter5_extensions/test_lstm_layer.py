@@ -244,9 +244,11 @@ def test_lstm_paths_refuses_an_unknown_choice_and_changes_nothing():
         RuntimeError, match='step_graphs must be "auto", "always" or "never", got "1"'
     ):
         torch.ops.custom_ops._lstm_paths.default("never", "1")
+    with pytest.raises(RuntimeError, match='tensor_cores must be "auto", "always" or "never"'):
+        torch.ops.custom_ops._lstm_paths.default("never", "never", "yes")
     assert torch.ops.custom_ops._lstm_paths.default("", "") == before
-    with custom_ops.lstm_paths(persistent="never"):
-        assert torch.ops.custom_ops._lstm_paths.default("", "") == ["never", before[1]]
+    with custom_ops.lstm_paths(persistent="never", tensor_cores="always"):
+        assert torch.ops.custom_ops._lstm_paths.default("", "") == ["never", before[1], "always"]
     assert torch.ops.custom_ops._lstm_paths.default("", "") == before
 
 
@@ -1038,28 +1040,36 @@ def test_the_setting_picks_the_path(path, paths):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize(
-    "batch, hidden, dtype, persistent",
+    "batch, hidden, dtype, forward",
     [
-        (4, 64, torch.float32, True),
-        (200, 64, torch.float32, True),  # B x H = 12800 <= 16384
-        (300, 64, torch.float32, False),  # 19200
-        (64, 64, torch.bfloat16, True),  # 4096
-        (200, 64, torch.bfloat16, False),  # 12800 > 8192: the half types' loop has tensor cores
-        (4, 1024, torch.bfloat16, True),  # B x H x H = 2^22
-        (8, 1024, torch.bfloat16, False),  # 2^23
+        (4, 64, torch.float32, "CUDA cores"),
+        (200, 64, torch.float32, "CUDA cores"),  # B x H = 12800 <= 16384
+        (300, 64, torch.float32, "step loop"),  # 19200
+        (64, 64, torch.bfloat16, "CUDA cores"),  # H % 128 != 0; B x H = 4096 <= 8192
+        (200, 64, torch.bfloat16, "step loop"),  # 12800 > 8192: the loop has tensor cores
+        (8, 1024, torch.bfloat16, "tensor cores"),  # B x H = 8192 <= 16384
+        (16, 1024, torch.float16, "tensor cores"),  # 16384
+        (32, 1024, torch.float16, "step loop"),  # 32768
+        (32, 512, torch.float16, "tensor cores"),  # B <= 32, 16384
+        (64, 256, torch.float16, "step loop"),  # B > 32
     ],
     ids=str,
 )
-def test_by_default_the_persistent_kernel_runs_where_it_was_measured_faster(
-    batch, hidden, dtype, persistent, paths
+def test_by_default_the_forward_runs_the_kernel_measured_fastest(
+    batch, hidden, dtype, forward, paths
 ):
-    """With persistent="auto", the forward picks the path by lstm_persistent.cu's
-    persistent_wanted, whose limits benchmark_lstm.py --persistent-sweep measured."""
-    paths(persistent="auto")
+    """With the paths at "auto", the forward picks its kernel by lstm_persistent_tc.cu's tc_wanted
+    and lstm_persistent.cu's persistent_wanted, whose limits benchmarks/lstm_tc_forward.py and
+    benchmark_lstm.py --persistent-sweep measured."""
+    paths(persistent="auto", tensor_cores="auto")
     args = layer_inputs("cuda", dtype, sizes=(3, batch, 16, hidden))
     names = kernels_run(lambda: custom_ops.lstm(*args))
-    assert any("lstm_forward_persistent" in n for n in names) == persistent, names
-    assert any("lstm_step" in n for n in names) != persistent, names
+    ran = {
+        "tensor cores": any("lstm_forward_persistent_tc" in n for n in names),
+        "CUDA cores": any("lstm_forward_persistent_kernel" in n for n in names),
+        "step loop": any("lstm_step_forward" in n for n in names),
+    }
+    assert ran == {kernel: kernel == forward for kernel in ran}, names
 
 
 @pytest.mark.cuda
@@ -1085,6 +1095,100 @@ def test_too_large_for_the_persistent_kernel_falls_back_to_the_step_loop(paths):
     args = layer_inputs("cuda", torch.float32, sizes=(2, 1, 8, 2048))
     names = kernels_run(lambda: custom_ops.lstm(*args))
     assert not any("persistent" in n for n in names) and any("lstm_step" in n for n in names)
+
+
+# ---- the tensor-core forward (lstm_persistent_tc.cu) ----------------------------------------------
+
+# Every edge of its split: H = 128 (one k-tile a warp) to 1024 (eight, 128 blocks); B = 1, odd, a
+# full batch tile, 33 (a partial fifth tile) and 64 (two groups of four tiles, two (unit, batch)
+# pairs a thread); T = 1 (no wait) and more; I != H.
+TC_SHAPES = [
+    pytest.param((1, 1, 16, 128), id="T1-B1-H128"),
+    pytest.param((7, 7, 32, 256), id="T7-B7-H256"),
+    pytest.param((5, 8, 64, 512), id="T5-B8-H512"),
+    pytest.param((2, 33, 40, 768), id="T2-B33-H768"),
+    pytest.param((3, 64, 24, 1024), id="T3-B64-H1024"),
+]
+
+
+def tc_forward_ran(fn) -> bool:
+    return any("persistent_tc" in name for name in kernels_run(fn))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("sizes", TC_SHAPES)
+def test_tensor_core_forward_matches_nn_lstm(dtype, sizes, generator, paths):
+    paths(tensor_cores="always")
+    steps, batch, input_size, hidden = sizes
+    reference, ours = pair(input_size, hidden, "cuda", dtype)
+    x = random((steps, batch, input_size), generator)
+    hx = tuple(random((1, batch, hidden), generator) for _ in range(2))
+    assert tc_forward_ran(lambda: ours(x.to("cuda", dtype)))
+    compare_forward_and_backward(reference, ours, x, hx, "cuda", dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_tensor_core_forward_gives_what_the_step_loop_gives(dtype, generator, paths):
+    """Both multiply in the same dtype and add in float32, in another order: y, h_n, c_n and the
+    saved gates agree to a few units of the dtype's rounding, far inside nn.LSTM's tolerance."""
+    args = layer_inputs("cuda", dtype, sizes=(16, 24, 256, 512))
+    for w in args[3:5]:
+        w /= 16  # nn.LSTM's scale (1 / sqrt(H)): gates that are not all saturated
+    paths(persistent="never", tensor_cores="never")
+    loop = torch.ops.custom_ops.lstm.default(*args)
+    paths(tensor_cores="always")
+    tc = torch.ops.custom_ops.lstm.default(*args)
+    eps = torch.finfo(dtype).eps
+    for got, want in zip(tc, loop, strict=True):
+        torch.testing.assert_close(got.float(), want.float(), rtol=4 * eps, atol=4 * eps)
+
+
+@pytest.mark.cuda
+def test_tensor_core_forward_is_deterministic_and_holds_over_a_long_sequence(paths):
+    """T = 1000 at H = 1024: every run gives the same bits (the warps' sums are added in a fixed
+    order, so a difference would be a read of h before it was written), and y[-1] and c_n stay as
+    close to float64 as the step loop's."""
+    sizes = (1000, 8, 64, 1024)
+    args = layer_inputs("cuda", torch.float64, sizes=sizes, seed=1)
+    for w in args[3:5]:
+        w /= 32
+    want = torch.ops.custom_ops.lstm.default(*args)
+    half = [a.half() for a in args]
+    paths(tensor_cores="always")
+    runs = [torch.ops.custom_ops.lstm.default(*half) for _ in range(20)]
+    for run in runs[1:]:
+        for got, first in zip(run[:3], runs[0][:3], strict=True):
+            assert torch.equal(got, first)
+    paths(persistent="never", tensor_cores="never")
+    loop = torch.ops.custom_ops.lstm.default(*half)
+    for i in (0, 2):  # y and c_n
+        tc_error = (runs[0][i][-1].double() - want[i][-1]).abs().max().item()
+        loop_error = (loop[i][-1].double() - want[i][-1]).abs().max().item()
+        assert tc_error <= 2 * loop_error + 1e-3, (i, tc_error, loop_error)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize(
+    "sizes", [(2, 4, 8, 200), (2, 65, 8, 256), (2, 4, 8, 1152)], ids=["H200", "B65", "H1152"]
+)
+def test_tensor_core_forward_falls_back_where_it_does_not_fit(sizes, generator, paths):
+    """H not a multiple of 128, B over 64, H over 1024: another path runs, with the same result."""
+    paths(tensor_cores="always")
+    reference, ours = pair(sizes[2], sizes[3], "cuda", torch.float16)
+    x = random(sizes[:3], generator)
+    assert not tc_forward_ran(lambda: ours(x.to("cuda", torch.float16)))
+    compare_forward_and_backward(reference, ours, x, None, "cuda", torch.float16)
+
+
+@pytest.mark.cuda
+def test_tensor_cores_never_leaves_the_other_kernels(paths):
+    paths(persistent="always", tensor_cores="never")
+    args = layer_inputs("cuda", torch.float16, sizes=(3, 4, 8, 256))
+    names = kernels_run(lambda: custom_ops.lstm(*args))
+    assert not any("persistent_tc" in n for n in names)
+    assert any("lstm_forward_persistent" in n for n in names), names
 
 
 # ---- bad input, by the message it must produce, before any work -----------------------------------
@@ -1246,6 +1350,19 @@ def test_cuda_forward_and_backward_on_small_shapes(dtype, path, paths):
     for _ in range(2):  # a step graph is made by the first call and replayed by the second
         y, h, c = custom_ops.lstm(*args)
         (y.float().sum() + h.float().sum() + c.float().sum()).backward()
+    for a in args:
+        assert torch.isfinite(a.grad).all()
+    torch.cuda.synchronize()
+
+
+@pytest.mark.cuda
+@pytest.mark.sanitize
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_tensor_core_forward_and_backward_on_small_shapes(dtype, paths):
+    paths(tensor_cores="always")
+    args = layer_inputs("cuda", dtype, requires_grad=True, sizes=(3, 9, 5, 128))
+    y, h, c = custom_ops.lstm(*args)
+    (y.float().sum() + h.float().sum() + c.float().sum()).backward()
     for a in args:
         assert torch.isfinite(a.grad).all()
     torch.cuda.synchronize()

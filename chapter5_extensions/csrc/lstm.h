@@ -43,15 +43,20 @@ inline at::Tensor fresh(const at::Tensor& t, at::ScalarType dtype) {
 //   step_graphs  "auto": the step loop replayed from a CUDA graph where its launches cost more
 //                than its kernels, from a shape's second call on; "always": from the first call,
 //                at any size; "never".
+//   tensor_cores the float16/bfloat16 persistent forward on tensor cores (lstm_persistent_tc.cu):
+//                "auto": wherever `persistent` would run a persistent kernel and it fits;
+//                "always": wherever it fits, whatever `persistent` says; "never".
 enum class PathChoice { kAuto, kAlways, kNever };
 struct LstmPaths {
   std::atomic<PathChoice> persistent{PathChoice::kAuto};
   std::atomic<PathChoice> step_graphs{PathChoice::kAuto};
+  std::atomic<PathChoice> tensor_cores{PathChoice::kAuto};
 };
 LstmPaths& lstm_paths();  // the one instance, in lstm.cpp
-// custom_ops::_lstm_paths(persistent, step_graphs): sets what is not "" and returns the settings
-// as they were, so that a caller can put them back.
-std::vector<std::string> set_lstm_paths(std::string persistent, std::string step_graphs);
+// custom_ops::_lstm_paths(persistent, step_graphs, tensor_cores): sets what is not "" and returns
+// the settings as they were, so that a caller can put them back.
+std::vector<std::string> set_lstm_paths(std::string persistent, std::string step_graphs,
+                                        std::string tensor_cores);
 
 struct LstmSizes {
   int64_t steps, batch, input, hidden;  // T, B, I, H

@@ -145,7 +145,11 @@ def lstm(
 
 
 @contextlib.contextmanager
-def lstm_paths(persistent: str | None = None, step_graphs: str | None = None) -> Iterator[None]:
+def lstm_paths(
+    persistent: str | None = None,
+    step_graphs: str | None = None,
+    tensor_cores: str | None = None,
+) -> Iterator[None]:
     """Within the block, the paths custom_ops::lstm takes on CUDA (tests and benchmarks use it to
     time or check one path; the CPU has one path). Each is "auto" (the measured choice),
     "always" or "never"; None leaves it as it is. The setting is the process's: other threads see
@@ -158,8 +162,12 @@ def lstm_paths(persistent: str | None = None, step_graphs: str | None = None) ->
                  any size. The
                  graph's memory is then the op's y (and what autograd saves): it is reused on the
                  stream that made it once nothing references it, and record_stream does not hold
-                 it back, so keep a reference while another stream reads y."""
-    before = ops._lstm_paths.default(persistent or "", step_graphs or "")
+                 it back, so keep a reference while another stream reads y.
+    tensor_cores the float16/bfloat16 persistent forward whose products run on tensor cores
+                 (csrc/cuda/lstm_persistent_tc.cu; H a multiple of 128 up to 1024, B <= 64);
+                 "auto" runs it where `persistent` would run a persistent kernel, "always"
+                 wherever it fits, "never" leaves the CUDA-core kernel and the step loop."""
+    before = ops._lstm_paths.default(persistent or "", step_graphs or "", tensor_cores or "")
     try:
         yield
     finally:

@@ -486,7 +486,9 @@ LstmOut lstm_cuda(const at::Tensor& x_in, const at::Tensor& h0_in, const at::Ten
     // 1. gates = x W_ih^T for all T steps: one (T*B, I) x (I, 4H) product.
     gemm(blas, false, true, T * B, 4 * H, I, x.const_data_ptr<scalar_t>(), I,
          w_ih.const_data_ptr<scalar_t>(), I, 0.0, g, 4 * H, dtype, dtype);
-    // All T steps as one launch (lstm_persistent.cu), at small batch, when they fit.
+    // All T steps as one launch, at small batch, when they fit: on tensor cores in the half types
+    // (lstm_persistent_tc.cu), else on CUDA cores (lstm_persistent.cu).
+    if (lstm_forward_persistent_tc(gates, w_hh, bias, h0, cs, y)) return;
     if (lstm_forward_persistent(gates, w_hh, bias, h0, cs, y)) return;
     ForwardSteps<scalar_t, acc_t> steps;
     steps.gates = g;

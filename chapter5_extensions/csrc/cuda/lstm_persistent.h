@@ -19,6 +19,13 @@ bool lstm_backward_runs_persistent(int64_t batch, int64_t hidden, at::ScalarType
 bool lstm_forward_persistent(at::Tensor& gates, const at::Tensor& w_hh, const at::Tensor& bias,
                              const at::Tensor& h0, at::Tensor& cs, at::Tensor& y);
 
+// The same forward in float16 and bfloat16 with its products on tensor cores and W_hh held in
+// registers (lstm_persistent_tc.cu): H a multiple of 128 up to 1024, 1 <= B <= 64, and
+// custom_ops.lstm_paths(tensor_cores=...) allowing it. Returns false, having done nothing,
+// otherwise.
+bool lstm_forward_persistent_tc(at::Tensor& gates, const at::Tensor& w_hh, const at::Tensor& bias,
+                                const at::Tensor& h0, at::Tensor& cs, at::Tensor& y);
+
 // Step 3 of lstm.cu for all t, and dh_{-1} = dgates_0 W_hh: dh and dc (B, H) enter holding the
 // gradients of h_n and c_n and leave holding those of h0 and c0; dgates (T, B, 4H) is written.
 bool lstm_backward_persistent(const at::Tensor& grad_y, const at::Tensor& w_hh,
