@@ -1,10 +1,10 @@
-// autograd.cpp: the backward of relu, fused_bias_relu, reduce_sum and lstm_cell, registered in C++
-// for the Autograd dispatch key. The other ops register theirs from Python (custom_ops/ops.py,
-// with torch.library.register_autograd), which is simpler and as correct; what C++ saves is time
-// per call: a Python formula makes every call of the op enter Python twice more (once to set up
-// the context, and on the way back into the kernel), a few microseconds that a small tensor, or a
-// step of a recurrent network, notices. call_cost.py measures both ways side by side (lesson:
-// "What a call costs").
+// autograd.cpp: the backward of relu, fused_bias_relu, reduce_sum, lstm_cell and lstm, registered
+// in C++ for the Autograd dispatch key. The other ops register theirs from Python
+// (custom_ops/ops.py, with torch.library.register_autograd), which is simpler and as correct; what
+// C++ saves is time per call: a Python formula makes every call of the op enter Python twice more
+// (once to set up the context, and on the way back into the kernel), a few microseconds that a
+// small tensor, or a step of a recurrent network, notices. call_cost.py measures both ways side by
+// side (lesson: "What a call costs").
 
 // Only the headers this file names, not all of ATen (chapter 1, "Narrow headers"). The first
 // define makes ATen's own headers do the same (<ATen/TensorOperators.h> would pull in every op
@@ -13,6 +13,7 @@
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -187,6 +188,67 @@ class LstmCell : public torch::autograd::Function<LstmCell> {
   }
 };
 
+using LstmOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+LstmOutputs lstm_below_autograd(const at::Tensor& x, const at::Tensor& h0, const at::Tensor& c0,
+                                const at::Tensor& w_ih, const at::Tensor& w_hh,
+                                const at::Tensor& b_ih, const at::Tensor& b_hh) {
+  static const auto lstm = op_handle<LstmOutputs(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, const at::Tensor&)>("custom_ops::lstm");
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return lstm.call(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
+}
+
+// The whole layer: y, h_n and c_n, and the gates and cell states that lstm_backward reads (marked
+// non-differentiable: they exist for the backward alone).
+class LstmLayer : public torch::autograd::Function<LstmLayer> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& h0,
+                               const at::Tensor& c0, const at::Tensor& w_ih, const at::Tensor& w_hh,
+                               const at::Tensor& b_ih, const at::Tensor& b_hh) {
+    auto [y, h_n, c_n, gates, cs] = lstm_below_autograd(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
+    ctx->save_for_backward({x, h0, w_ih, w_hh, y, gates, cs});
+    ctx->mark_non_differentiable({gates, cs});
+    // Not materialized: the gradients of gates and cs would be (T, B, 4H) and (T + 1, B, H)
+    // tensors of zeros on every backward. The three that the backward reads are made below.
+    ctx->set_materialize_grads(false);
+    return {y, h_n, c_n, gates, cs};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    static const auto lstm_backward = op_handle<
+        std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+            const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+            const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+            const at::Tensor&, const at::Tensor&)>("custom_ops::lstm_backward");
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &h0 = saved[1], &w_ih = saved[2], &w_hh = saved[3],
+                     &y = saved[4], &gates = saved[5], &cs = saved[6];
+    // A loss that leaves out y, h_n or c_n: zeros for it (rare, and what the kernels expect).
+    const auto or_zeros = [](const at::Tensor& grad, const at::Tensor& like) {
+      return grad.defined() ? grad : at::zeros_like(like);
+    };
+    const at::Tensor grad_y = or_zeros(grad_outputs[0], y);
+    const at::Tensor grad_hn = or_zeros(grad_outputs[1], h0);
+    const at::Tensor grad_cn = or_zeros(grad_outputs[2], h0);
+    const auto call = [&] {
+      return lstm_backward.call(grad_y, grad_hn, grad_cn, x, h0, w_ih, w_hh, y, gates, cs);
+    };
+    // As lstm_cell's: below the backward op's Autograd kernel unless a graph is being recorded.
+    auto [grad_x, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias] = [&] {
+      if (records_graph(grad_y, grad_hn, grad_cn, x, h0, w_ih, w_hh)) return call();
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      return call();
+    }();
+    const auto kept = [&](int i, const at::Tensor& grad) {
+      return ctx->needs_input_grad(i) ? grad : at::Tensor();
+    };
+    return {kept(0, grad_x),    kept(1, grad_h0),   kept(2, grad_c0),  kept(3, grad_w_ih),
+            kept(4, grad_w_hh), kept(5, grad_bias), kept(6, grad_bias)};
+  }
+};
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(custom_ops, Autograd, m) {
@@ -212,6 +274,15 @@ TORCH_LIBRARY_IMPL(custom_ops, Autograd, m) {
            }
            const variable_list out = LstmCell::apply(x, h, c, w_ih, w_hh, b_ih, b_hh);
            return LstmCellOutputs{out[0], out[1], out[2], out[3]};
+         });
+  m.impl("lstm",
+         [](const at::Tensor& x, const at::Tensor& h0, const at::Tensor& c0, const at::Tensor& w_ih,
+            const at::Tensor& w_hh, const at::Tensor& b_ih, const at::Tensor& b_hh) {
+           if (!records_graph(x, h0, c0, w_ih, w_hh, b_ih, b_hh)) {
+             return lstm_below_autograd(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
+           }
+           const variable_list out = LstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
+           return LstmOutputs{out[0], out[1], out[2], out[3], out[4]};
          });
 }
 

@@ -8,7 +8,7 @@ This file adds the two things PyTorch still needs to treat them like its own ops
   would break the graph.
 - an autograd formula (`register_autograd`): what to save in the forward and how to turn the
   output's gradient into the inputs'. The backward calls the library's own backward operators.
-  relu, fused_bias_relu, reduce_sum and lstm_cell have theirs in C++ instead
+  relu, fused_bias_relu, reduce_sum, lstm_cell and lstm have theirs in C++ instead
   (csrc/autograd.cpp): a Python formula costs each call a few microseconds, which small tensors
   and the steps of a recurrent loop notice (call_cost.py).
 
@@ -214,24 +214,9 @@ def _(grad_y, grad_hn, grad_cn, x, h0, w_ih, w_hh, y, gates, cs):
     )
 
 
-def _lstm_layer_setup_context(ctx, inputs, output) -> None:
-    x, h0, _, w_ih, w_hh, _, _ = inputs
-    y, _, _, gates, cs = output
-    ctx.save_for_backward(x, h0, w_ih, w_hh, y, gates, cs)
-    ctx.mark_non_differentiable(gates, cs)  # returned for the backward only
+# lstm's autograd formula is C++ (csrc/autograd.cpp, LstmLayer), as lstm_cell's: a Python one made
+# every call enter Python twice more, host time that a call of a small layer notices.
 
-
-def _lstm_layer_backward(ctx, grad_y, grad_hn, grad_cn, _grad_gates, _grad_cs):
-    x, h0, w_ih, w_hh, y, gates, cs = ctx.saved_tensors
-    grads = ops.lstm_backward.default(grad_y, grad_hn, grad_cn, x, h0, w_ih, w_hh, y, gates, cs)
-    grad_x, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias = grads
-    kept = (grad_x, grad_h0, grad_c0, grad_w_ih, grad_w_hh, grad_bias, grad_bias)
-    return tuple(g if need else None for g, need in zip(kept, ctx.needs_input_grad, strict=True))
-
-
-torch.library.register_autograd(
-    "custom_ops::lstm", _lstm_layer_backward, setup_context=_lstm_layer_setup_context
-)
 
 # ---- lstm_packed: a packed batch, either direction, optionally projected ------------------------
 

@@ -5,7 +5,9 @@
 // docs/design/lstm_fp16_persistent.md.
 //
 // Why: cuDNN's persistent algorithm, which PyTorch picks for float16 (and so under autocast), keeps
-// the weights on chip and beat our CUDA-core persistent kernel and our step loop by up to 2x. Here
+// the weights on chip and was up to 2x faster than our CUDA-core persistent kernel and our step
+// loop. This kernel beats both of those, but not cuDNN's at B = 8..32 in float16: its steps are
+// longer (further/lstm_layer_bounds.md, "The forward on tensor cores", says why). Here
 // block s owns hidden units [8s, 8s + 8): the 32 rows of W_hh that make their gates, 64 KB at
 // H = 1024, spread over the registers of its 8 warps as mma.sync A fragments. H / 8 blocks (128 at
 // H = 1024) cover the layer, one per SM. A step is then: wait until every block has written
