@@ -76,6 +76,10 @@ SKIPPED: list[tuple[str, str]] = [
         "an AOTInductor compile (about a minute on 2 cores); test_package.py runs it",
     ),
     (
+        r"-m pytest .*chapter\w+/\S+$",
+        "a folder's tests on their own; make test runs the same files",
+    ),
+    (
         r"(^|/)test_\w+\.py$",
         "a chapter's tests on their own (1-4 minutes each); make test runs the same files",
     ),

@@ -242,7 +242,10 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
     library = getattr(exercise.check, "LIBRARY", None)
     built: object = None
     if compiled:
-        name = f"{exercise.id.replace('/', '_')}_{variant}"
+        # A Python exercise compiles only given files, the same for the stub, the solution and
+        # the learner's file: one build serves all three.
+        built_for = variant if source in compiled else "given"
+        name = f"{exercise.id.replace('/', '_')}_{built_for}"
         directory = exercises_build_root() / name
         # Each run is a new process, and then torch's JIT decides whether to recompile from
         # ninja's file times alone: a file copied over with an older time stamp (cp -p, git
