@@ -73,7 +73,7 @@ TAKE_CXX_FIX = if [ -n "$${CXX:-}" ] && [ "$$CXX" != c++ ] && \
 	  echo "make: \$$CXX=$$CXX links libstdc++ statically (see make doctor): this run uses CXX=c++"; \
 	  export CXX=c++; fi
 
-.PHONY: help tutorial test doctor gpu-check gpu-bench check docs lint clean stable-check
+.PHONY: help tutorial test doctor gpu-check gpu-bench check docs lint clean stable-check stable-matrix
 
 help:
 	@echo "make tutorial   set up .venv, then build and run every chapter's demo"
@@ -85,6 +85,7 @@ help:
 	@echo "make docs       serve the course as a website on http://127.0.0.1:8000 (mkdocs)"
 	@echo "make lint       ruff (Python) and clang-format (C++/CUDA) in check mode"
 	@echo "make stable-check   chapter 5's stable-ABI wheel: ABI audit, then run on a newer torch"
+	@echo "make stable-matrix  that wheel on every newer torch minor, one line each (GBs of venvs)"
 	@echo "make clean      remove builds and caches (keeps .venv)"
 
 $(VENV)/.installed: requirements.txt
@@ -140,6 +141,13 @@ stable-check: $(ENV_READY)
 	$(PY) chapter5_extensions/stable/build_stable.py
 	$(PY) chapter5_extensions/stable/abi_audit.py --fixture chapter5_extensions/stable/custom_ops_stable/_C.abi3.so
 	$(PY) chapter5_extensions/stable/check_wheel.py
+
+# The same wheel on every torch minor after the one it was built with, one venv each (a few GB
+# apiece, kept in chapter5_extensions/stable/build/), one line each in the record.
+STABLE_MATRIX ?= torch==2.12.1 torch==2.13.0+cpu torch==2.14.1 torch==2.15.0
+stable-matrix: $(ENV_READY)
+	$(PY) chapter5_extensions/stable/check_wheel.py --matrix $(STABLE_MATRIX) \
+	  --record docs/perf/cpu/check_wheel_matrix.txt
 
 # An exercise: build the learner's file, run its checks (and on a GPU its benchmark), print a
 # verdict per check. Without EX, lists the exercises (and succeeds). The checker's exit status:

@@ -4,6 +4,8 @@ test_stable.py's CPU tests there against the installed wheel.
 
     python chapter5_extensions/stable/check_wheel.py            # what `make stable-check` runs
     NEWER_TORCH="torch==2.13.0+cpu" python chapter5_extensions/stable/check_wheel.py
+    python chapter5_extensions/stable/check_wheel.py --matrix torch==2.12.1 torch==2.14.1 \
+        --record docs/perf/cpu/check_wheel_matrix.txt     # what `make stable-matrix` runs
 
 The wheel is CPU-only (USE_CUDA=0): the newer torch here is the small CPU build, and a CUDA build
 of the wheel links libtorch_cuda and the CUDA runtime, which a CPU torch does not have (README).
@@ -13,9 +15,11 @@ passed there, 1 they failed, 3 the second venv could not be made (no network, no
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -176,5 +180,69 @@ def check() -> int:
     return 0 if result.returncode == 0 else 1
 
 
+def pip_constraints(package: str) -> list[str]:
+    """The lines about `package` in the constraints file pip is configured with, if any: a machine
+    may cap the versions it offers (`pip config list` shows it)."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
+    ).stdout
+    files = re.findall(r"constraint='([^']+)'", listed)
+    return [
+        f"{line.strip()} ({path})"
+        for path in files
+        if Path(path).is_file()
+        for line in Path(path).read_text().splitlines()
+        if re.match(rf"{package}\s*[<>=!~]", line.strip())
+    ]
+
+
+def matrix(versions: list[str], record: Path | None) -> int:
+    """check() once per torch version, each in a process of its own (NEWER_TORCH), and one line a
+    version: its pytest summary, or why it could not run. Exit 0 only if every version passed."""
+    lines = [
+        f"# custom_ops_stable's wheel, built once against this environment's torch, on each torch "
+        f"below ({datetime.datetime.now(datetime.UTC):%Y-%m-%d}, {platform.machine()}, "
+        f"python {platform.python_version()}; chapter5_extensions/stable/check_wheel.py --matrix)"
+    ]
+    failed = False
+    for version in versions:
+        result = subprocess.run(
+            [sys.executable, __file__],
+            env={**os.environ, "NEWER_TORCH": version},
+            capture_output=True,
+            text=True,
+        )
+        out = result.stdout + result.stderr
+        ran = re.search(r"^run: (torch [^,\s]+)", out, flags=re.M)
+        summary = re.findall(r"^=*\s*(\d+ passed.*?)\s*=*$", out, flags=re.M)
+        if result.returncode == 3:
+            # pip's reasons: a version no index has, or a constraint that excludes it.
+            why = [
+                line.strip().removeprefix("ERROR: ")
+                for line in out.splitlines()
+                if re.search(
+                    r"Cannot install|No matching distribution|Could not find a version", line
+                )
+            ]
+            why += [f"pip's configured constraint: {c}" for c in pip_constraints("torch")]
+            reason = "; ".join(dict.fromkeys(why)) or "pip could not make the venv"
+            lines.append(f"{version}: not installed here: {reason[:300]}")
+        else:
+            state = "passed" if result.returncode == 0 else "FAILED"
+            lines.append(
+                f"{version}: {state}: {ran[1] if ran else '?'}, "
+                f"{summary[-1] if summary else 'no pytest summary'}"
+            )
+        failed |= result.returncode != 0
+        print(lines[-1], flush=True)
+    if record:
+        record.write_text("\n".join(lines) + "\n")
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--matrix", nargs="+", metavar="TORCH", help="one check per version")
+    parser.add_argument("--record", type=Path, help="with --matrix: write its lines here")
+    args = parser.parse_args()
+    sys.exit(matrix(args.matrix, args.record) if args.matrix else main())
