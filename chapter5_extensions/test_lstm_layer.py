@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +25,7 @@ build_inplace.build_inplace()
 import custom_ops  # noqa: E402  (importable once built)
 
 HAS_CUDA = torch.cuda.is_available()
+HERE = Path(__file__).resolve().parent
 
 # Against torch.nn.LSTM in float64 on the CPU. float32 runs with TF32 off (strict_float32 below);
 # the half types round every h_t and every gate gradient, and a weight gradient sums T*B of them.
@@ -1323,6 +1326,23 @@ def test_options_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
     lstm_options = import_own_script("benchmarks/lstm_options")
     assert lstm_options.main([]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the message a machine without a GPU prints")
+def test_tensor_core_benchmark_says_it_needs_a_gpu(capsys, import_own_script):
+    assert import_own_script("benchmarks/lstm_tc_forward").main([]) == 1
+    assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+def test_tensor_core_benchmark_writes_its_table_again_from_its_json(tmp_path, import_own_script):
+    """The committed H100 run, back to back first: the .md is what --markdown-from makes of it."""
+    committed = HERE.parent / "docs" / "perf" / "h100" / "lstm_tc_forward.json"
+    shutil.copy(committed, tmp_path / "lstm_tc_forward.json")
+    bench = import_own_script("benchmarks/lstm_tc_forward")
+    assert bench.main(["--markdown-from", str(tmp_path / "lstm_tc_forward.json")]) == 0
+    text = (tmp_path / "lstm_tc_forward.md").read_text()
+    assert text == committed.with_suffix(".md").read_text()
+    assert "| dtype | T, B, H | back to back ms: cuDNN |" in text
 
 
 @pytest.mark.cuda

@@ -4,6 +4,7 @@ torch.no_grad()), I = H, in float16 and bfloat16 (further/lstm_layer_bounds.md).
 
     python chapter5_extensions/benchmarks/lstm_tc_forward.py              # about two minutes, H100
     python chapter5_extensions/benchmarks/lstm_tc_forward.py --out DIR    # DIR/lstm_tc_forward.{md,json}
+    python chapter5_extensions/benchmarks/lstm_tc_forward.py --markdown-from DIR/lstm_tc_forward.json
 
 The four implementations take turns (gpu_timer.py's measure_in_turns, three rounds, the same
 number of calls in a row), at the issue's shapes and at T = 256 over B = 1..64, H = 256..1024.
@@ -76,22 +77,24 @@ def rows_at(timer: Timer, steps: int, batch: int, hidden: int, dtype) -> list[di
     return rows
 
 
-def to_markdown(rows: list[dict], device: str) -> str:
+def to_markdown(machine: str, rows: list[dict]) -> str:
+    """The table: back to back first (what a loop of calls pays), GPU time beside it."""
     lines = [
-        f"{device}; torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; "
-        f"{datetime.date.today().isoformat()}. Written by "
-        "`chapter5_extensions/benchmarks/lstm_tc_forward.py`.",
+        f"{machine} Written by `chapter5_extensions/benchmarks/lstm_tc_forward.py`.",
         "",
-        "Inference forward (eval(), no_grad()), one layer, I = H. GPU ms: median of CUDA-event "
-        "timings, cold L2, host hidden; back to back: calls in a row, per call. The four take "
-        "turns. Ratio: ours with tensor cores over cuDNN, GPU time (below 1: ours is faster).",
+        "Inference forward (eval(), no_grad()), one layer, I = H. Back to back: calls in a row, "
+        "per call; GPU ms: median of CUDA-event timings, cold L2, host hidden. The four take turns, "
+        "with the same number of calls in a row. Ratios: ours with tensor cores over cuDNN (below "
+        "1: ours is faster).",
         "",
-        "| dtype | T, B, H | cuDNN GPU ms | tensor cores | CUDA cores | step loop "
-        "| tensor cores µs/step | tensor cores / cuDNN | back to back: tensor cores / cuDNN |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| dtype | T, B, H | back to back ms: cuDNN | tensor cores | CUDA cores | step loop "
+        "| GPU ms: cuDNN | tensor cores | CUDA cores | step loop | tensor cores / cuDNN, back to "
+        "back | GPU | tensor cores µs/step (GPU) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     keys = sorted({(r["dtype"], r["T"], r["B"], r["H"]) for r in rows},
                   key=lambda k: (k[0] != "float16", k[0], k[3], k[1], k[2]))  # fmt: skip
+    order = ["cuDNN nn.LSTM", "ours, tensor cores", "ours, CUDA cores", "ours, step loop"]
     for dtype, steps, batch, hidden in keys:
         by = {
             r["impl"]: r
@@ -99,20 +102,38 @@ def to_markdown(rows: list[dict], device: str) -> str:
             if (r["dtype"], r["T"], r["B"], r["H"]) == (dtype, steps, batch, hidden)
         }
         cudnn, tc = by["cuDNN nn.LSTM"], by["ours, tensor cores"]
+        loop = " | ".join(f"{by[n]['loop_ms']:.3f}" for n in order)
+        gpu = " | ".join(f"{by[n]['gpu_ms']:.3f}" for n in order)
         lines.append(
-            f"| {dtype} | {steps}, {batch}, {hidden} | {cudnn['gpu_ms']:.3f} "
-            f"| {tc['gpu_ms']:.3f} | {by['ours, CUDA cores']['gpu_ms']:.3f} "
-            f"| {by['ours, step loop']['gpu_ms']:.3f} | {tc['us_per_step']:.2f} "
-            f"| {tc['gpu_ms'] / cudnn['gpu_ms']:.2f} | {tc['loop_ms'] / cudnn['loop_ms']:.2f} |"
+            f"| {dtype} | {steps}, {batch}, {hidden} | {loop} | {gpu} "
+            f"| {tc['loop_ms'] / cudnn['loop_ms']:.2f} | {tc['gpu_ms'] / cudnn['gpu_ms']:.2f} "
+            f"| {tc['us_per_step']:.2f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def write(machine: str, rows: list[dict], out: Path | None) -> None:
+    text = to_markdown(machine, rows)
+    print(text)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "lstm_tc_forward.md").write_text(text)
+        run = {"machine": machine, "rows": rows}
+        (out / "lstm_tc_forward.json").write_text(json.dumps(run, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="write lstm_tc_forward.{md,json} here")
     parser.add_argument("--quick", action="store_true", help="two shapes, float16 only")
+    parser.add_argument(
+        "--markdown-from", type=Path, help="write the .md again from a run's .json (no GPU)"
+    )
     args = parser.parse_args(argv)
+    if args.markdown_from:
+        run = json.loads(args.markdown_from.read_text())
+        write(run["machine"], run["rows"], args.markdown_from.parent)
+        return 0
     if not torch.cuda.is_available():
         print("lstm_tc_forward.py needs a CUDA GPU (torch.cuda.is_available() is False)")
         return 1
@@ -131,12 +152,11 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 continue  # bfloat16: the lesson's shapes and two widths of the sweep
             rows += rows_at(timer, steps, batch, hidden, dtype)
-    text = to_markdown(rows, torch.cuda.get_device_name())
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "lstm_tc_forward.md").write_text(text)
-        (args.out / "lstm_tc_forward.json").write_text(json.dumps(rows, indent=1) + "\n")
+    machine = (
+        f"{torch.cuda.get_device_name()}; torch {torch.__version__}, cuDNN "
+        f"{torch.backends.cudnn.version()}; {datetime.date.today().isoformat()}."
+    )
+    write(machine, rows, args.out)
     return 0
 
 

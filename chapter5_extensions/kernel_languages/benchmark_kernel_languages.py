@@ -150,7 +150,10 @@ def kernel_lines(op: str) -> dict:
         "eager PyTorch": code_lines(python),
         "torch.compile": code_lines(python),
         "CUDA C++ (custom_ops)": code_lines(cuda_cpp),
-        "NVRTC": code_lines((HERE / f"{op}_nvrtc.cu").read_text()),
+        # The kernel's file and the helpers it shares with the other NVRTC kernel.
+        "NVRTC": code_lines(
+            (HERE / "nvrtc_common.cuh").read_text() + (HERE / f"{op}_nvrtc.cu").read_text()
+        ),
         "Triton": code_lines(triton),
     }
     if "Helion" in WAYS:

@@ -4,35 +4,7 @@
 // headers: NVRTC compiles it in a fraction of a second. Lesson: chapter 5,
 // further/kernel_languages.md. The same kernel as csrc/cuda/fused_bias_relu.cu (chapter 3's v4).
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-// The type each element is computed in (float for the half types, as ATen's opmath_type), and
-// the conversions both ways. torch passes -D__CUDA_NO_HALF_CONVERSIONS__ and friends, so the half
-// types convert only through these intrinsics.
-template <typename T>
-struct OpMath {
-  using type = T;
-  __device__ static T load(T v) { return v; }
-  __device__ static T store(T v) { return v; }
-};
-template <>
-struct OpMath<__half> {
-  using type = float;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <>
-struct OpMath<__nv_bfloat16> {
-  using type = float;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
-
-template <typename T, int kVec>
-struct alignas(sizeof(T) * kVec) Vec {
-  T val[kVec];
-};
+#include "nvrtc_common.cuh"  // OpMath, Vec
 
 // Thread (tx, ty) owns kVec neighbouring columns: it loads their bias once and walks the rows a
 // grid's height apart. Sizes are int: _compile_kernel passes a Python int as a 32-bit C int (the

@@ -32,9 +32,9 @@ TYPE_NAMES = {
 
 
 def cuda_include_dirs() -> list[str]:
-    """Where NVRTC finds cuda_fp16.h and cuda_bf16.h, which NVRTC 13 does not carry itself:
-    torch's pip wheel brings CUDA's headers (site-packages/nvidia/cu13/include); a CUDA toolkit
-    has them in its include/ too."""
+    """Where NVRTC finds this folder's nvrtc_common.cuh, and cuda_fp16.h and cuda_bf16.h, which
+    NVRTC 13 does not carry itself: torch's pip wheel brings CUDA's headers
+    (site-packages/nvidia/cu13/include); a CUDA toolkit has them in its include/ too."""
     found = []
     try:
         import nvidia  # a namespace package of torch's CUDA wheels
@@ -44,7 +44,7 @@ def cuda_include_dirs() -> list[str]:
         pass
     cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
     found.append(str(Path(cuda_home) / "include"))
-    return [d for d in found if (Path(d) / "cuda_bf16.h").is_file()][:1]
+    return [str(HERE), *[d for d in found if (Path(d) / "cuda_bf16.h").is_file()][:1]]
 
 
 def kernel_name(dtype: torch.dtype, vec: int) -> str:

@@ -3,38 +3,11 @@
 // it in the Python process, one instantiation per dtype and vector width. Lesson: chapter 5,
 // further/kernel_languages.md.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "nvrtc_common.cuh"  // OpMath (what each element is summed in), Vec
 
 constexpr int kWarp = 32;
 constexpr int kSumThreads = 512;  // the op launches blocks of this many threads
 constexpr int kSumUnroll = 2;     // 16-byte loads per thread in flight before the first add
-
-// What each element is summed in (float for the half types, double for double), and the
-// conversions both ways through CUDA's intrinsics (torch's NVRTC flags turn the implicit ones off).
-template <typename T>
-struct Acc {
-  using type = T;
-  __device__ static T load(T v) { return v; }
-  __device__ static T store(T v) { return v; }
-};
-template <>
-struct Acc<__half> {
-  using type = float;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
-};
-template <>
-struct Acc<__nv_bfloat16> {
-  using type = float;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
-};
-
-template <typename T, int kVec>
-struct alignas(sizeof(T) * kVec) Vec {
-  T val[kVec];
-};
 
 template <typename A>
 __device__ A warp_sum(A v) {
@@ -61,9 +34,9 @@ __device__ A block_sum(A v) {
 // the result is the same bits on every run. numel is an int: the op refuses 2^31 elements or more.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kSumThreads)
-    sum_kernel(const T* __restrict__ x, int numel, typename Acc<T>::type* __restrict__ partials,
+    sum_kernel(const T* __restrict__ x, int numel, typename OpMath<T>::type* __restrict__ partials,
                unsigned int* __restrict__ blocks_done, T* __restrict__ out) {
-  using A = typename Acc<T>::type;
+  using A = typename OpMath<T>::type;
   using V = Vec<T, kVec>;
   const V* xv = reinterpret_cast<const V*>(x);
   const long long num_vecs = numel / kVec;
@@ -78,19 +51,19 @@ __global__ void __launch_bounds__(kSumThreads)
 #pragma unroll
     for (int u = 0; u < kSumUnroll; ++u)
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) lane_sums[k] += Acc<T>::load(in[u].val[k]);
+      for (int k = 0; k < kVec; ++k) lane_sums[k] += OpMath<T>::load(in[u].val[k]);
   }
   for (; v < num_vecs; v += stride)
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) lane_sums[k] += Acc<T>::load(xv[v].val[k]);
+    for (int k = 0; k < kVec; ++k) lane_sums[k] += OpMath<T>::load(xv[v].val[k]);
   A sum = 0;
 #pragma unroll
   for (int k = 0; k < kVec; ++k) sum += lane_sums[k];
   const long long tail = num_vecs * kVec + first;  // the elements that do not fill a vector
-  if (tail < numel) sum += Acc<T>::load(x[tail]);
+  if (tail < numel) sum += OpMath<T>::load(x[tail]);
   sum = block_sum(sum);
   if (gridDim.x == 1) {  // one block: no partials, no counter
-    if (threadIdx.x == 0) *out = Acc<T>::store(sum);
+    if (threadIdx.x == 0) *out = OpMath<T>::store(sum);
     return;
   }
   __shared__ bool is_last_block;
@@ -105,5 +78,5 @@ __global__ void __launch_bounds__(kSumThreads)
   A total = 0;
   for (int i = threadIdx.x; i < gridDim.x; i += kSumThreads) total += __ldcg(&partials[i]);
   total = block_sum(total);
-  if (threadIdx.x == 0) *out = Acc<T>::store(total);
+  if (threadIdx.x == 0) *out = OpMath<T>::store(total);
 }

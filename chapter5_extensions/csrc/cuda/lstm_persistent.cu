@@ -30,6 +30,7 @@
 
 #include "../lstm.h"  // lstm_paths()
 #include "async_copy.cuh"
+#include "cooperative.cuh"
 #include "launch_utils.cuh"
 #include "lstm_persistent.h"
 
@@ -421,31 +422,8 @@ Plan plan_for(Kernel kernel, int64_t steps, int64_t batch, int64_t hidden, int r
   // Idle warps share a tile's k, as long as each share still has a k for every lane.
   while (plan.k_split * 2 * tiles <= kWarps && plan.k_split * 2 * 32 <= k_len) plan.k_split *= 2;
   plan.smem = smem_layout(batch, rows, k_len, plan.k_split, acc_size, scalar_size).total;
-  if (plan.smem > static_cast<int64_t>(prop->sharedMemPerBlockOptin)) return plan;
-  // Always the device's maximum, never this call's size: the forward and the backward run on
-  // different threads, and a smaller value set by one could refuse the other's launch.
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(prop->sharedMemPerBlockOptin)));
-  int per_sm = 0;
-  C10_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, plan.smem));
-  plan.fits = static_cast<int64_t>(per_sm) * prop->multiProcessorCount >= plan.blocks;
+  plan.fits = all_blocks_resident(kernel, plan.blocks, kThreads, plan.smem);
   return plan;
-}
-
-// True if launched. A GPU shared with other work (MPS limits, say) can refuse to make every block
-// resident at once: then the caller runs its step loop instead of failing.
-template <typename Kernel>
-bool launch_cooperative(Kernel kernel, const Plan& plan, void** args) {
-  const cudaError_t error =
-      cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), plan.blocks, kThreads,
-                                  args, plan.smem, at::cuda::getCurrentCUDAStream());
-  if (error == cudaErrorCooperativeLaunchTooLarge) {
-    (void)cudaGetLastError();  // clear it, so that the next check does not report it
-    return false;
-  }
-  C10_CUDA_CHECK(error);
-  return true;
 }
 
 }  // namespace
@@ -468,7 +446,7 @@ bool lstm_forward_persistent(at::Tensor& gates, const at::Tensor& w_hh, const at
     int steps = static_cast<int>(T), batch = static_cast<int>(B), hidden = static_cast<int>(H);
     int units = plan.units, k_split = plan.k_split;
     void* args[] = {&g, &w, &b, &h, &c, &out, &steps, &batch, &hidden, &units, &k_split};
-    launched = launch_cooperative(kernel, plan, args);
+    launched = launch_cooperative(kernel, plan.blocks, kThreads, plan.smem, args);
   });
   return launched;
 }
@@ -505,7 +483,7 @@ bool lstm_backward_persistent(const at::Tensor& grad_y, const at::Tensor& w_hh,
         int units = plan.units, k_split = plan.k_split;
         void* args[] = {&gy, &w,     &g,     &c,      &dh_ptr, &dc_ptr,
                         &dg, &steps, &batch, &hidden, &units,  &k_split};
-        launched = launch_cooperative(kernel, plan, args);
+        launched = launch_cooperative(kernel, plan.blocks, kThreads, plan.smem, args);
       });
   return launched;
 }

@@ -30,6 +30,7 @@
 
 #include "../lstm.h"  // lstm_paths()
 #include "async_copy.cuh"
+#include "cooperative.cuh"
 #include "launch_utils.cuh"
 #include "lstm_persistent.h"
 
@@ -290,14 +291,8 @@ TcPlan tc_plan(int64_t batch, int64_t hidden) {
   if (!prop->cooperativeLaunch || prop->major < 8) return plan;
   plan.blocks = static_cast<int>(hidden / kUnits);
   plan.smem = tc_layout(static_cast<int>(batch), static_cast<int>(hidden), sizeof(scalar_t)).total;
-  if (plan.smem > static_cast<int64_t>(prop->sharedMemPerBlockOptin)) return plan;
-  auto kernel = lstm_forward_persistent_tc_kernel<scalar_t>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(prop->sharedMemPerBlockOptin)));
-  int per_sm = 0;
-  C10_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, plan.smem));
-  plan.fits = static_cast<int64_t>(per_sm) * prop->multiProcessorCount >= plan.blocks;
+  plan.fits = all_blocks_resident(lstm_forward_persistent_tc_kernel<scalar_t>, plan.blocks,
+                                  kBlockThreads, plan.smem);
   return plan;
 }
 
@@ -346,15 +341,8 @@ bool lstm_forward_persistent_tc(at::Tensor& gates, const at::Tensor& w_hh, const
     int* arrived = counter.mutable_data_ptr<int>();
     int steps = static_cast<int>(T), batch = static_cast<int>(B), hidden = static_cast<int>(H);
     void* args[] = {&g, &w, &b, &h, &c, &out, &arrived, &steps, &batch, &hidden};
-    const cudaError_t error = cudaLaunchCooperativeKernel(
-        reinterpret_cast<const void*>(lstm_forward_persistent_tc_kernel<scalar_t>), plan.blocks,
-        kBlockThreads, args, plan.smem, at::cuda::getCurrentCUDAStream());
-    if (error == cudaErrorCooperativeLaunchTooLarge) {
-      (void)cudaGetLastError();  // another kernel holds SMs: the caller runs another path
-      return;
-    }
-    C10_CUDA_CHECK(error);
-    launched = true;
+    launched = launch_cooperative(lstm_forward_persistent_tc_kernel<scalar_t>, plan.blocks,
+                                  kBlockThreads, plan.smem, args);
   });
   return launched;
 }
