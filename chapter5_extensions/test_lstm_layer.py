@@ -1345,6 +1345,23 @@ def test_tensor_core_benchmark_writes_its_table_again_from_its_json(tmp_path, im
     assert "| dtype | T, B, H | back to back ms: cuDNN |" in text
 
 
+def test_stall_summary_shows_the_top_stalls_with_what_came_before(tmp_path, import_own_script):
+    """profile_lstm_tc.py --stalls on a small SASS page in ncu's CSV layout: the lines with the
+    most samples, each below the instructions it waits for, shares of all samples."""
+    columns = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed"]
+    sass = [("BAR.SYNC", "1"), ("S2R R0, SR_TID.X", "60"), ("HMMA", "9"), ("LDG R3", "0")]
+    sass += [(f"IADD3 R{i}", "0") for i in range(20)] + [("HADD2.F32 R3", "30")]
+    lines = [",".join(columns)] + [f'{i:#x},"{op}","{n}","128"' for i, (op, n) in enumerate(sass)]
+    (tmp_path / "tc.csv").write_text('"Kernel Name","tc"\n' + "\n".join(lines) + "\n")
+    summary = import_own_script("benchmarks/profile_lstm_tc").top_stalls(tmp_path / "tc.csv", top=2)
+    assert summary.startswith("100 stall samples")
+    shown = [line.split() for line in summary.splitlines()[2:] if line]
+    assert ["60.0%", "128", "S2R", "R0,", "SR_TID.X"] in shown
+    assert ["30.0%", "128", "HADD2.F32", "R3"] in shown
+    assert ["9.0%", "128", "HMMA"] not in shown  # the third largest, past top=2
+    assert shown[0][2] == "BAR.SYNC"  # above the largest: what it waits at
+
+
 @pytest.mark.cuda
 @pytest.mark.slow
 def test_options_benchmark_quick_run_writes_its_table(tmp_path, import_own_script):

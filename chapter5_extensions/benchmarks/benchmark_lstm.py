@@ -662,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
             rows += rows_for(timer, steps, batch, hidden, dtype, not args.no_compile)
             gc.collect()  # the last case's models and CUDA graphs, before the next allocates
             torch.cuda.empty_cache()
+        if args.out:  # what a run cut short has measured, for --keep to go on from
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "lstm_layer.partial.json").write_text(json.dumps({"rows": rows}) + "\n")
     sweep, half = [], []
     if args.keep:
         kept = json.loads(args.keep.read_text())

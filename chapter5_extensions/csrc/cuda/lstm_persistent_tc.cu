@@ -152,14 +152,18 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
   }
 
   // The pointwise part: thread e owns (unit e % 8, batch row e / 8 + 32 p) for p < kMaxPairs. Its
-  // bias, c_{t-1} and x_t W_ih^T wait in registers (x loaded a step ahead): after the product a
-  // step reads nothing from global memory.
+  // bias, c_{t-1} and x_t W_ih^T wait in registers: after the product a step reads nothing from
+  // global memory. x is loaded a step ahead and kept as loaded (scalar_t), converted only where it
+  // is used: a conversion right after the load would make the warp wait for the load there, before
+  // the block's signal, and every step of every block would pay that latency (Nsight Compute,
+  // docs/perf/h100/lstm_tc_profile.md).
   const int u = threadIdx.x % kUnits, j = j0 + u;
   const int64_t state = static_cast<int64_t>(batch) * hidden;
   auto batch_row = [&](int p) {
     return (static_cast<int>(threadIdx.x) + p * kBlockThreads) / kUnits;
   };
-  float bias_r[4], c_r[kMaxPairs] = {}, x_r[kMaxPairs][4] = {};
+  float bias_r[4], c_r[kMaxPairs] = {};
+  scalar_t x_r[kMaxPairs][4] = {};
 #pragma unroll
   for (int gate = 0; gate < 4; ++gate) bias_r[gate] = bias[gate * hidden + j];
   auto load_x = [&](int t) {
@@ -169,8 +173,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       if (b >= batch) continue;
       const scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
 #pragma unroll
-      for (int gate = 0; gate < 4; ++gate)
-        x_r[p][gate] = static_cast<float>(row[gate * hidden + j]);
+      for (int gate = 0; gate < 4; ++gate) x_r[p][gate] = row[gate * hidden + j];
     }
   };
 #pragma unroll
@@ -246,7 +249,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       float z[4];
 #pragma unroll
       for (int gate = 0; gate < 4; ++gate) {
-        float sum = x_r[p][gate] + bias_r[gate];
+        float sum = static_cast<float>(x_r[p][gate]) + bias_r[gate];
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) sum += part[((w * 4 + gate) * rows + b) * kUnits + u];
         z[gate] = sum;
@@ -264,10 +267,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       y[s] = static_cast<scalar_t>(o * tanhf(c));
     }
     if (t + 1 < steps) {
-      load_x(t + 1);  // lands while the block waits for the others
-      // 5. Signal: this block's h_t is written (and its reads of part are done).
+      // 5. Signal: this block's h_t is written (and its reads of part are done). Then the next
+      // step's x, issued after the signal (the signal's fence would wait for loads issued before
+      // it) and landing while the block waits for the others.
       __syncthreads();
       if (threadIdx.x == 0) arrive(arrived);
+      load_x(t + 1);
     }
   }
 }
@@ -300,9 +305,9 @@ TcPlan tc_plan(int64_t batch, int64_t hidden) {
 
 // Whether the kernel may run (custom_ops.lstm_paths) and can (dtype, H, B, T), before asking the
 // GPU. By default it runs where benchmarks/lstm_tc_forward.py measured it faster than the step
-// loop (H100, 2026-11-27, docs/perf/h100/lstm_tc_forward.md; it beat the CUDA-core kernel at every
-// shape): B <= 32 and B x H <= 16384. Above that each step's copy of h (B x H from L2 into each of
-// the H / 8 blocks) costs more than the step loop's cuBLAS product, which reads W_hh once.
+// loop (H100, 2026-11-27, docs/perf/h100/lstm_tc_forward_5957d3a.md; it beat the CUDA-core kernel
+// at every shape): B <= 32 and B x H <= 16384. Above that each step's copy of h (B x H from L2 into
+// each of the H / 8 blocks) costs more than the step loop's cuBLAS product, which reads W_hh once.
 static bool tc_wanted(int64_t steps, int64_t batch, int64_t hidden, at::ScalarType dtype) {
   if (dtype != at::kHalf && dtype != at::kBFloat16) return false;
   if (hidden % (16 * kWarps) != 0 || hidden > 16 * kWarps * kMaxKTiles) return false;
