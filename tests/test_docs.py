@@ -575,8 +575,10 @@ def test_every_source_page_shows_its_file_highlighted(site):
             assert '<span class="' in code.group(1), f"{page}: the code is not highlighted"
 
 
-@pytest.mark.parametrize("width", sorted(VIEWPORTS, reverse=True), ids=lambda w: f"{w}px")
-def test_every_page_renders_in_chromium_with_its_code(site, served, width):
+def test_every_page_renders_in_chromium_with_its_code(site, served):
+    """Every page at both widths, a laptop's and a phone's: loaded once at one width, checked,
+    resized to the other and checked again (a resize lays the page out again, as a reload would,
+    in a fraction of the time)."""
     executable = chromium()
     from playwright.sync_api import sync_playwright
 
@@ -606,11 +608,11 @@ def test_every_page_renders_in_chromium_with_its_code(site, served, width):
         for lesson in LESSONS
         if TITLED_FENCE.search(lesson.read_text())
     }
-    language = load_hooks().language
+    widths = sorted(VIEWPORTS, reverse=True)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        tab = browser.new_page(viewport=VIEWPORTS[width])
+        tab = browser.new_page(viewport=VIEWPORTS[widths[0]])
         tab.set_default_timeout(20_000)
         errors: list[str] = []
         overflowing: list[str] = []
@@ -623,56 +625,66 @@ def test_every_page_renders_in_chromium_with_its_code(site, served, width):
         tab.route("**/search/search_index.json", lambda route: route.fulfill(body=empty_index))
         for path in pages:
             url = f"{served}/{'' if path == '.' else path + '/'}"
+            # Loaded at the laptop's width, then narrowed to the phone's. (Not the other way: a
+            # page loaded narrow and widened keeps some of its narrow layout, and scrolls.)
+            tab.set_viewport_size(VIEWPORTS[widths[0]])
             response = tab.goto(url, wait_until="load")
             assert response is not None and response.status == 200, url
-            seen = tab.evaluate(PAGE_CHECK)
-            assert seen["nav"], f"{url}: no navigation"
-            if seen["sideways"] > 1:
-                overflowing.append(f"{url}: the page scrolls sideways by {seen['sideways']} px")
-            assert seen["images_without_alt"] == [], f"{url}: images without alt text"
-            assert seen["images_not_rendered"] == [], f"{url}: images that did not load"
-            assert not seen["marker"], f"{url} shows --8<--"
-            overflowing += [f"{url}: {what}" for what in seen["overflows"]]
-            # A source page shows its file; a folder's page lists its files.
-            source = REPO / path.removeprefix("src/")
-            if path in quoting or (path.startswith("src/") and source.is_file()):
-                assert seen["code_blocks"], f"{url}: no code block with text"
-                # Pygments wraps each token in a <span class="...">: the code is highlighted.
-                if path in quoting or language(str(source)) != "text":
-                    assert seen["highlighted"] > 0, url
-            if path in quoting:
-                assert seen["titled"] > 0, f"{url}: no titled code"
-            if path in chapters:
-                assert seen["footer"] > 0, f"{url}: no footer nav"
+            for width in widths:
+                if width != widths[0]:
+                    tab.set_viewport_size(VIEWPORTS[width])
+                at = f"{url} at {width} px"
+                seen = tab.evaluate(PAGE_CHECK)
+                assert seen["nav"], f"{at}: no navigation"
+                if seen["sideways"] > 1:
+                    overflowing.append(f"{at}: the page scrolls sideways by {seen['sideways']} px")
+                assert seen["images_without_alt"] == [], f"{at}: images without alt text"
+                assert seen["images_not_rendered"] == [], f"{at}: images that did not load"
+                assert not seen["marker"], f"{at} shows --8<--"
+                overflowing += [f"{at}: {what}" for what in seen["overflows"]]
+                # A source page shows its file; a folder's page lists its files.
+                source = REPO / path.removeprefix("src/")
+                if path in quoting or (path.startswith("src/") and source.is_file()):
+                    assert seen["code_blocks"], f"{at}: no code block with text"
+                    # Pygments wraps each token in a <span class="...">: the code is highlighted.
+                    if path in quoting or language(str(source)) != "text":
+                        assert seen["highlighted"] > 0, at
+                if path in quoting:
+                    assert seen["titled"] > 0, f"{at}: no titled code"
+                if path in chapters:
+                    assert seen["footer"] > 0, f"{at}: no footer nav"
         assert errors == [], f"JavaScript errors: {errors}"
-        assert overflowing == [], (
-            f"wider than the column at {width} px, with no scroll cue:\n" + "\n".join(overflowing)
+        assert overflowing == [], "wider than the column, with no scroll cue:\n" + "\n".join(
+            overflowing
         )
-        # A table that scrolls keeps its first column in view: scrolled 120 px, the first cell
-        # of each wide table on chapter 3's page stays where the table's box begins.
-        chapter3 = next(c.name for c in CHAPTERS if c.name.startswith("chapter3_"))
-        tab.goto(f"{served}/{chapter3}/", wait_until="load")
-        moved = tab.evaluate(STICKY_CHECK)
-        assert moved == [], f"first cells that scroll out of view at {width} px: {moved}"
         # What a reviewer looks at: the home page, a lesson at its results, a results page and
-        # an exercise, each at this width.
+        # an exercise, each at each width.
+        chapter3 = next(c.name for c in CHAPTERS if c.name.startswith("chapter3_"))
         shots = {
             "home": ("", "document.querySelector('#get-the-course')"),
             "lesson": (
-                next(c.name for c in CHAPTERS if c.name.startswith("chapter3_")),
+                chapter3,
                 "[...document.querySelectorAll('th')].find((th) => /sum_v0/.test(th.textContent))",
             ),
             "results": ("perf/h100/lstm_layer", "document.querySelector('.md-typeset table')"),
             "exercise": ("exercises/ch3_gelu", None),
         }
-        for name, (path, table) in shots.items():
-            tab.goto(f"{served}/{path + '/' if path else ''}", wait_until="load")
-            if table:  # the table and the paragraphs that introduce it at the top
-                show_from(tab, table, before=2)
-            tab.screenshot(path=str(SCREENSHOTS / f"{name}-{width}px.png"))
+        for width in widths:
+            tab.set_viewport_size(VIEWPORTS[width])
+            # A table that scrolls keeps its first column in view: scrolled 120 px, the first
+            # cell of each wide table on chapter 3's page stays where the table's box begins.
+            tab.goto(f"{served}/{chapter3}/", wait_until="load")
+            moved = tab.evaluate(STICKY_CHECK)
+            assert moved == [], f"first cells that scroll out of view at {width} px: {moved}"
+            for name, (path, table) in shots.items():
+                tab.goto(f"{served}/{path + '/' if path else ''}", wait_until="load")
+                if table:  # the table and the paragraphs that introduce it at the top
+                    show_from(tab, table, before=2)
+                tab.screenshot(path=str(SCREENSHOTS / f"{name}-{width}px.png"))
         browser.close()
     for name in shots:
-        assert (SCREENSHOTS / f"{name}-{width}px.png").stat().st_size > 10_000, name
+        for width in widths:
+            assert (SCREENSHOTS / f"{name}-{width}px.png").stat().st_size > 10_000, name
 
 
 def show_from(tab, table: str, before: int) -> None:

@@ -257,6 +257,23 @@ def test_cuda_solution_without_a_gpu_exits_3_not_graded(exercise_id, checker_run
     assert "not graded until make check runs on a GPU machine. Exit status 3." in result.stdout
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the build without a GPU")
+def test_a_cuda_exercise_builds_from_a_plain_shell_without_a_gpu():
+    """Without make's TORCH_CUDA_ARCH_LIST and no GPU to ask, torch's build fails with "list
+    index out of range"; the checker sets the course's default, as make does."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_CUDA_ARCH_LIST", "CUDA_HOME")}
+    result = subprocess.run(
+        [sys.executable, str(CHECKER), CUDA_EXERCISES[0], "--no-benchmark", "--solution"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env=env,
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "list index out of range" not in result.stdout
+
+
 @pytest.mark.slow
 @SHARES_CHECKER_RUNS
 @pytest.mark.parametrize("exercise_id", EXERCISES)

@@ -172,6 +172,11 @@ MAKE_OWN = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "MAKEFILES", "M
 MAKE_OWN |= {"MAKE_TERMERR", "CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "CPATH", "TORCH_EXTENSIONS_DIR"}
 MAKE_OWN |= {"TRITON_INTERPRET", "MAX_JOBS"}
 KEPT = {"PATH", "HOME", "SHELL"}
+# Make passes each pytest worker its share of the cores (OMP_NUM_THREADS, one inductor compile
+# thread). A command that took all the cores while the other worker is busy waits on threads the
+# other process holds: lstm_train.py on the CPU took 55 s instead of 11. These change only how
+# many threads a command uses, never whether it works, so they stay.
+KEPT |= {"OMP_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"}
 
 
 def makefile_variables() -> set[str]:
@@ -276,6 +281,13 @@ def test_plain_environment_has_no_venv_and_no_make_variables(monkeypatch):
     assert "TORCH_CUDA_ARCH_LIST" not in env and "PYTEST_ARGS" not in env
     assert env["HOME"] == os.environ["HOME"]
     assert plain_environment(activated=True)["PATH"] == f"{VENV_BIN}{os.pathsep}/usr/bin"
+
+
+def test_plain_environment_keeps_the_workers_share_of_threads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    env = plain_environment(activated=False)
+    assert env["OMP_NUM_THREADS"] == env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
 
 
 @pytest.mark.slow

@@ -234,6 +234,7 @@ def build(exercise: Exercise, source: Path, variant: str) -> object:
     from torch.utils.cpp_extension import load
 
     build_utils.put_ninja_on_path()
+    build_utils.default_cuda_arch_list()  # in a plain shell without a GPU, as make sets it
 
     given = [exercise.folder / name for name in getattr(exercise.check, "GIVEN", [])]
     compiled = [p for p in [source, *given] if p.suffix in (".cpp", ".cu")]
