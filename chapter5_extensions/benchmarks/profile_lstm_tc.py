@@ -2,13 +2,14 @@
 with Nsight Compute's warp-stall sampling (further/lstm_layer_bounds.md, "Why it still loses").
 
     ncu -k regex:lstm_forward_persistent_tc --launch-skip 1 --launch-count 1 \
-        --section WarpStateStats --section SourceCounters -o tc \
+        --section WarpStateStats --section SourceCounters -f -o tc \
         python chapter5_extensions/benchmarks/profile_lstm_tc.py 64 8 512      # T B H, float16
     ncu --import tc.ncu-rep --page source --csv --print-source sass > tc.csv
     python chapter5_extensions/benchmarks/profile_lstm_tc.py --stalls tc.csv  # where warps wait
 
-Run with T B H, the script makes three inference forwards of custom_ops.LSTM in float16, which
-take the tensor-core kernel for B <= 32 and B x H <= 16384; ncu profiles the second. With --stalls
+Run with T B H (all three, or none for 64 8 512), the script makes three inference forwards of
+custom_ops.LSTM in float16, which take the tensor-core kernel where it runs by default (H a
+multiple of 128 up to 1024, B <= 32 and B x H <= 16384); ncu profiles the second. With --stalls
 it reads the SASS page ncu wrote and prints the instructions that collected the most stall samples,
 with the instructions just before each: a warp's stall is sampled at the instruction it cannot
 issue yet, so what it waits for is usually a few lines above (a barrier, a load, a fence).
@@ -77,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.stalls:
         print(top_stalls(args.stalls))
         return 0
+    if args.shape and len(args.shape) != 3:
+        parser.error("give T B H, all three, or none (64 8 512)")
     run_forward(*(args.shape or [64, 8, 512]))
     return 0
 
