@@ -165,8 +165,10 @@ def lstm_paths(
                  it back, so keep a reference while another stream reads y.
     tensor_cores the float16/bfloat16 persistent forward whose products run on tensor cores
                  (csrc/cuda/lstm_persistent_tc.cu; H a multiple of 128 up to 1024, B <= 64);
-                 "auto" runs it where `persistent` would run a persistent kernel, "always"
-                 wherever it fits, "never" leaves the CUDA-core kernel and the step loop."""
+                 "auto" runs it where it was measured faster than the step loop (B <= 32 and
+                 B x H <= 16384), or as `persistent` says when that is "always" or "never";
+                 "always" wherever it fits, "never" leaves the CUDA-core kernel and the step
+                 loop."""
     before = ops._lstm_paths.default(persistent or "", step_graphs or "", tensor_cores or "")
     try:
         yield
