@@ -706,6 +706,7 @@ def main(argv: list[str] | None = None) -> int:
             result["options"] = kept_file["options"]  # lstm_options.py's rows, not run here
         earlier.write_text(json.dumps(result, indent=2) + "\n")
         (args.out / "lstm_layer.md").write_text(table)
+        (args.out / "lstm_layer.partial.json").unlink(missing_ok=True)  # the whole run is written
         if sweep:
             plot(result, args.out / "lstm_layer.png")
     return 0

@@ -2,8 +2,10 @@
 with Nsight Compute's warp-stall sampling (further/lstm_layer_bounds.md, "Why it still loses").
 
     ncu -k regex:lstm_forward_persistent_tc --launch-skip 1 --launch-count 1 \
-        --section WarpStateStats --section SourceCounters -f -o tc \
+        --section SpeedOfLight --section SchedulerStats --section WarpStateStats \
+        --section SourceCounters -f -o tc \
         python chapter5_extensions/benchmarks/profile_lstm_tc.py 64 8 512      # T B H, float16
+    ncu --import tc.ncu-rep --print-summary none      # duration, issued and eligible warps
     ncu --import tc.ncu-rep --page source --csv --print-source sass > tc.csv
     python chapter5_extensions/benchmarks/profile_lstm_tc.py --stalls tc.csv  # where warps wait
 

@@ -365,5 +365,36 @@ def test_the_wheel_built_here_runs_on_a_newer_torch(tmp_path):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
 
+def test_the_wheel_matrix_records_one_line_a_version_and_why_one_did_not_run(tmp_path, monkeypatch):
+    """check_wheel.py --matrix (make stable-matrix), its checks replaced by canned results: a
+    version that passed gives its torch and pytest summary, one pip could not install gives pip's
+    reason and the constraint that capped it, and one that did not install fails the matrix."""
+    if INSTALLED:
+        pytest.skip("runs beside the build, not in the second venv")
+    import check_wheel
+
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("numpy<3\ntorch<=2.14.1\n")
+    outputs = {
+        "torch==2.14.1": (0, "run: torch 2.14.1+cpu, python 3.11\n===== 94 passed in 9.1s =====\n"),
+        "torch==2.15.0": (3, "ERROR: Cannot install torch==2.15.0 because of a conflict\n"),
+    }
+
+    def fake_run(args, env=None, **kwargs):
+        if args[1:] == ["-m", "pip", "config", "list"]:
+            return subprocess.CompletedProcess(args, 0, f"global.constraint='{constraints}'\n", "")
+        code, out = outputs[env["NEWER_TORCH"]]
+        return subprocess.CompletedProcess(args, code, out, "")
+
+    monkeypatch.setattr(check_wheel.subprocess, "run", fake_run)
+    record = tmp_path / "matrix.txt"
+    assert check_wheel.matrix(list(outputs), record) == 1
+    lines = record.read_text().splitlines()
+    assert lines[0].startswith("# custom_ops_stable's wheel")
+    assert lines[1] == "torch==2.14.1: passed: torch 2.14.1+cpu, 94 passed in 9.1s"
+    assert lines[2].startswith("torch==2.15.0: not installed here: Cannot install torch==2.15.0")
+    assert f"pip's configured constraint: torch<=2.14.1 ({constraints})" in lines[2]
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-rs"]))

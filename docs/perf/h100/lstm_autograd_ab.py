@@ -15,6 +15,7 @@ import build_inplace  # noqa: E402
 
 build_inplace.build_inplace()
 import torch  # noqa: E402
+from benchmark_lstm import fwd_bwd  # noqa: E402  (the layer benchmark's forward and backward)
 
 import custom_ops  # noqa: E402
 from gpu_timer import Timer  # noqa: E402
@@ -35,7 +36,7 @@ for T, B, H, dtype in [
     x = torch.randn(T, B, H, device="cuda", dtype=dtype, requires_grad=True)
     grad_y = torch.randn_like(x)
     fns = {
-        name: (lambda m=model, x=x, g=grad_y: torch.autograd.grad(m(x)[0], [x, *m.parameters()], g))
+        name: fwd_bwd(lambda x, m=model: m(x)[0], x, [x, *model.parameters()], grad_y)
         for name, model in (("ours", ours), ("cuDNN", cudnn))
     }
     for fn in fns.values():
