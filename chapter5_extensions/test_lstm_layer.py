@@ -249,9 +249,16 @@ def test_lstm_paths_refuses_an_unknown_choice_and_changes_nothing():
         torch.ops.custom_ops._lstm_paths.default("never", "1")
     with pytest.raises(RuntimeError, match='tensor_cores must be "auto", "always" or "never"'):
         torch.ops.custom_ops._lstm_paths.default("never", "never", "yes")
+    with pytest.raises(RuntimeError, match='clusters must be "auto", "always" or "never"'):
+        torch.ops.custom_ops._lstm_paths.default("never", "never", "never", "on")
     assert torch.ops.custom_ops._lstm_paths.default("", "") == before
-    with custom_ops.lstm_paths(persistent="never", tensor_cores="always"):
-        assert torch.ops.custom_ops._lstm_paths.default("", "") == ["never", before[1], "always"]
+    with custom_ops.lstm_paths(persistent="never", tensor_cores="always", clusters="never"):
+        assert torch.ops.custom_ops._lstm_paths.default("", "") == [
+            "never",
+            before[1],
+            "always",
+            "never",
+        ]
     assert torch.ops.custom_ops._lstm_paths.default("", "") == before
 
 
@@ -1053,6 +1060,8 @@ def test_the_setting_picks_the_path(path, paths):
         (8, 1024, torch.bfloat16, "tensor cores"),  # B x H = 8192 <= 16384
         (16, 1024, torch.float16, "tensor cores"),  # 16384
         (32, 1024, torch.float16, "step loop"),  # 32768
+        (8, 512, torch.float16, "clusters"),  # H <= 512 and B <= 8 on an H100
+        (16, 256, torch.float16, "tensor cores"),  # B > 8: the grid variant
         (32, 512, torch.float16, "tensor cores"),  # B <= 32, 16384
         (64, 256, torch.float16, "step loop"),  # B > 32
     ],
@@ -1064,11 +1073,14 @@ def test_by_default_the_forward_runs_the_kernel_measured_fastest(
     """With the paths at "auto", the forward picks its kernel by lstm_persistent_tc.cu's tc_wanted
     and lstm_persistent.cu's persistent_wanted, whose limits benchmarks/lstm_tc_forward.py and
     benchmark_lstm.py --persistent-sweep measured."""
-    paths(persistent="auto", tensor_cores="auto")
+    paths(persistent="auto", tensor_cores="auto", clusters="auto")
+    if forward == "clusters" and not clusters_available():
+        forward = "tensor cores"
     args = layer_inputs("cuda", dtype, sizes=(3, batch, 16, hidden))
     names = kernels_run(lambda: custom_ops.lstm(*args))
     ran = {
         "tensor cores": any("lstm_forward_persistent_tc" in n for n in names),
+        "clusters": any("lstm_forward_cluster_tc" in n for n in names),
         "CUDA cores": any("lstm_forward_persistent_kernel" in n for n in names),
         "step loop": any("lstm_step_forward" in n for n in names),
     }
@@ -1114,26 +1126,66 @@ TC_SHAPES = [
 ]
 
 
-def tc_forward_ran(fn) -> bool:
-    return any("persistent_tc" in name for name in kernels_run(fn))
+# The cluster variant's edges: 16 blocks of 8, 16 and 32 units (H = 128, 256, 512), 12 blocks
+# (H = 384); B = 1, odd, 15 (a partial second batch tile), 16, 32 (four tiles, two (unit, batch)
+# pairs a thread at 32 units); T = 1 (no exchange) and more.
+CLUSTER_SHAPES = [
+    pytest.param((1, 1, 16, 128), id="T1-B1-H128"),
+    pytest.param((7, 7, 32, 256), id="T7-B7-H256"),
+    pytest.param((5, 8, 64, 512), id="T5-B8-H512"),
+    pytest.param((4, 15, 40, 512), id="T4-B15-H512"),
+    pytest.param((3, 32, 24, 384), id="T3-B32-H384"),
+    pytest.param((2, 32, 8, 256), id="T2-B32-H256"),
+]
+
+# The tensor-core forward's two variants, forced: every block a block of the grid, h_t through L2
+# and a counter; or one thread-block cluster, h_t through distributed shared memory (H <= 512,
+# B <= 32, H100 and newer). Each is found in the profile by its kernel's name.
+TC_VARIANTS = {
+    "grid": (dict(tensor_cores="always", clusters="never"), "lstm_forward_persistent_tc"),
+    "cluster": (dict(tensor_cores="always", clusters="always"), "lstm_forward_cluster_tc"),
+}
+
+
+def tc_forward_ran(fn, variant: str = "grid") -> bool:
+    return any(TC_VARIANTS[variant][1] in name for name in kernels_run(fn))
+
+
+def clusters_available() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+
+
+# (Without a GPU the tests' cuda mark skips them, with its own reason.)
+needs_clusters = pytest.mark.skipif(
+    torch.cuda.is_available() and not clusters_available(),
+    reason="thread-block clusters need a GPU of compute capability 9.0 or newer (H100)",
+)
+
+TC_CASES = [pytest.param("grid", shape.values[0], id=f"grid-{shape.id}") for shape in TC_SHAPES] + [
+    pytest.param("cluster", shape.values[0], id=f"cluster-{shape.id}", marks=needs_clusters)
+    for shape in CLUSTER_SHAPES
+]
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("sizes", TC_SHAPES)
-def test_tensor_core_forward_matches_nn_lstm(dtype, sizes, generator, paths):
-    paths(tensor_cores="always")
+@pytest.mark.parametrize("variant, sizes", TC_CASES)
+def test_tensor_core_forward_matches_nn_lstm(dtype, variant, sizes, generator, paths):
+    paths(**TC_VARIANTS[variant][0])
     steps, batch, input_size, hidden = sizes
     reference, ours = pair(input_size, hidden, "cuda", dtype)
     x = random((steps, batch, input_size), generator)
     hx = tuple(random((1, batch, hidden), generator) for _ in range(2))
-    assert tc_forward_ran(lambda: ours(x.to("cuda", dtype)))
+    assert tc_forward_ran(lambda: ours(x.to("cuda", dtype)), variant)
     compare_forward_and_backward(reference, ours, x, hx, "cuda", dtype)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-def test_tensor_core_forward_gives_what_the_step_loop_gives(dtype, generator, paths):
+@pytest.mark.parametrize(
+    "variant", ["grid", pytest.param("cluster", marks=needs_clusters)], ids=str
+)
+def test_tensor_core_forward_gives_what_the_step_loop_gives(dtype, variant, generator, paths):
     """Both multiply in the same dtype and add in float32, in another order: y, h_n, c_n and the
     saved gates agree to a few units of the dtype's rounding, far inside nn.LSTM's tolerance."""
     args = layer_inputs("cuda", dtype, sizes=(16, 24, 256, 512))
@@ -1141,7 +1193,8 @@ def test_tensor_core_forward_gives_what_the_step_loop_gives(dtype, generator, pa
         w /= 16  # nn.LSTM's scale (1 / sqrt(H)): gates that are not all saturated
     paths(persistent="never", tensor_cores="never")
     loop = torch.ops.custom_ops.lstm.default(*args)
-    paths(tensor_cores="always")
+    paths(**TC_VARIANTS[variant][0])
+    assert tc_forward_ran(lambda: torch.ops.custom_ops.lstm.default(*args), variant)
     tc = torch.ops.custom_ops.lstm.default(*args)
     eps = torch.finfo(dtype).eps
     for got, want in zip(tc, loop, strict=True):
@@ -1149,17 +1202,25 @@ def test_tensor_core_forward_gives_what_the_step_loop_gives(dtype, generator, pa
 
 
 @pytest.mark.cuda
-def test_tensor_core_forward_is_deterministic_and_holds_over_a_long_sequence(paths):
-    """T = 1000 at H = 1024: every run gives the same bits (the warps' sums are added in a fixed
-    order, so a difference would be a read of h before it was written), and y[-1] and c_n stay as
-    close to float64 as the step loop's."""
-    sizes = (1000, 8, 64, 1024)
+@pytest.mark.parametrize(
+    "variant, hidden",
+    [("grid", 1024), pytest.param("cluster", 512, marks=needs_clusters)],
+    ids=["grid-H1024", "cluster-H512"],
+)
+def test_tensor_core_forward_is_deterministic_and_holds_over_a_long_sequence(
+    variant, hidden, paths
+):
+    """T = 1000: every run gives the same bits (the warps' sums are added in a fixed order, so a
+    difference would be a read of h before it was written, or of a buffer being overwritten), and
+    y[-1] and c_n stay as close to float64 as the step loop's."""
+    sizes = (1000, 8, 64, hidden)
     args = layer_inputs("cuda", torch.float64, sizes=sizes, seed=1)
     for w in args[3:5]:
-        w /= 32
+        w /= hidden**0.5
     want = torch.ops.custom_ops.lstm.default(*args)
     half = [a.half() for a in args]
-    paths(tensor_cores="always")
+    paths(**TC_VARIANTS[variant][0])
+    assert tc_forward_ran(lambda: torch.ops.custom_ops.lstm.default(*half), variant)
     runs = [torch.ops.custom_ops.lstm.default(*half) for _ in range(20)]
     for run in runs[1:]:
         for got, first in zip(run[:3], runs[0][:3], strict=True):
@@ -1185,12 +1246,62 @@ def test_tensor_core_forward_falls_back_where_it_does_not_fit(sizes, generator, 
     compare_forward_and_backward(reference, ours, x, None, "cuda", torch.float16)
 
 
+@needs_clusters
+@pytest.mark.cuda
+@pytest.mark.parametrize("sizes", [(2, 4, 8, 768), (2, 33, 8, 256)], ids=["H768", "B33"])
+def test_the_cluster_variant_leaves_what_it_cannot_take_to_the_grid_variant(
+    sizes, generator, paths
+):
+    """H over 512 (more than 16 blocks), B over 32: the grid variant runs, with the same result."""
+    paths(tensor_cores="always", clusters="always")
+    reference, ours = pair(sizes[2], sizes[3], "cuda", torch.float16)
+    x = random(sizes[:3], generator)
+    names = kernels_run(lambda: ours(x.to("cuda", torch.float16)))
+    assert any("lstm_forward_persistent_tc" in n for n in names), names
+    assert not any("cluster" in n for n in names), names
+    compare_forward_and_backward(reference, ours, x, None, "cuda", torch.float16)
+
+
+@needs_clusters
+@pytest.mark.cuda
+def test_the_cluster_variant_can_be_captured_in_a_cuda_graph(paths):
+    """As test_forward_can_be_captured_in_a_cuda_graph, for a cluster launch in float16: each
+    replay on new data gives the bits an eager call gives."""
+    paths(tensor_cores="always", clusters="always")
+    sizes = (6, 8, 16, 256)
+    static = [a.clone() for a in layer_inputs("cuda", torch.float16, sizes=sizes)]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        assert tc_forward_ran(lambda: custom_ops.lstm(*static), "cluster")
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = custom_ops.lstm(*static)
+    for seed in (1, 2):
+        new = layer_inputs("cuda", torch.float16, sizes=sizes, seed=seed)
+        for s, n in zip(static, new, strict=True):
+            s.copy_(n)
+        graph.replay()
+        for got, want in zip(out, custom_ops.lstm(*new), strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_clusters_never_leaves_the_grid_variant(paths):
+    paths(tensor_cores="always", clusters="never")
+    args = layer_inputs("cuda", torch.float16, sizes=(3, 4, 8, 256))
+    names = kernels_run(lambda: custom_ops.lstm(*args))
+    assert not any("cluster" in n for n in names)
+    assert any("lstm_forward_persistent_tc" in n for n in names), names
+
+
 @pytest.mark.cuda
 def test_tensor_cores_never_leaves_the_other_kernels(paths):
     paths(persistent="always", tensor_cores="never")
     args = layer_inputs("cuda", torch.float16, sizes=(3, 4, 8, 256))
     names = kernels_run(lambda: custom_ops.lstm(*args))
-    assert not any("persistent_tc" in n for n in names)
+    assert not any("persistent_tc" in n or "cluster_tc" in n for n in names)
     assert any("lstm_forward_persistent" in n for n in names), names
 
 
@@ -1393,9 +1504,20 @@ def test_cuda_forward_and_backward_on_small_shapes(dtype, path, paths):
 @pytest.mark.cuda
 @pytest.mark.sanitize
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-def test_tensor_core_forward_and_backward_on_small_shapes(dtype, paths):
-    paths(tensor_cores="always")
-    args = layer_inputs("cuda", dtype, requires_grad=True, sizes=(3, 9, 5, 128))
+@pytest.mark.parametrize(
+    "variant, hidden",
+    [
+        ("grid", 128),
+        pytest.param("cluster", 128, marks=needs_clusters),
+        pytest.param("cluster", 512, marks=needs_clusters),
+    ],
+    ids=["grid-H128", "cluster-H128", "cluster-H512"],
+)
+def test_tensor_core_forward_and_backward_on_small_shapes(dtype, variant, hidden, paths):
+    paths(**TC_VARIANTS[variant][0])
+    # (Which kernel ran is not asserted here: the profiler sees nothing under compute-sanitizer.
+    # The tests above check it for the same paths.)
+    args = layer_inputs("cuda", dtype, requires_grad=True, sizes=(3, 9, 5, hidden))
     y, h, c = custom_ops.lstm(*args)
     (y.float().sum() + h.float().sum() + c.float().sum()).backward()
     for a in args:

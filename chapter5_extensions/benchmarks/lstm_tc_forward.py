@@ -6,7 +6,7 @@ torch.no_grad()), I = H, in float16 and bfloat16 (further/lstm_layer_bounds.md).
     python chapter5_extensions/benchmarks/lstm_tc_forward.py --out DIR    # DIR/lstm_tc_forward.{md,json}
     python chapter5_extensions/benchmarks/lstm_tc_forward.py --markdown-from DIR/lstm_tc_forward.json
 
-The four implementations take turns (gpu_timer.py's measure_in_turns, three rounds, the same
+The five implementations take turns (gpu_timer.py's measure_in_turns, three rounds, the same
 number of calls in a row), at the issue's shapes and at T = 256 over B = 1..64, H = 256..1024.
 """
 
@@ -32,7 +32,8 @@ from gpu_timer import Timer  # noqa: E402
 CASES = [(64, 8, 512), (128, 32, 256), (64, 64, 1024), (256, 64, 1024)]
 SWEEP = [(256, b, h) for h in (256, 512, 768, 1024) for b in (1, 4, 8, 16, 32, 64)]
 PATHS = {
-    "ours, tensor cores": dict(tensor_cores="always"),
+    "ours, clusters": dict(tensor_cores="always", clusters="always"),
+    "ours, tensor cores": dict(tensor_cores="always", clusters="never"),
     "ours, CUDA cores": dict(persistent="always", tensor_cores="never"),
     "ours, step loop": dict(persistent="never", tensor_cores="never"),
 }
@@ -79,36 +80,52 @@ def rows_at(timer: Timer, steps: int, batch: int, hidden: int, dtype) -> list[di
 
 def to_markdown(machine: str, rows: list[dict]) -> str:
     """The table: back to back first (what a loop of calls pays), GPU time beside it."""
+    # The implementations this run measured (a run before the cluster variant has four).
+    present = {r["impl"] for r in rows}
+    order = [n for n in ["cuDNN nn.LSTM", *PATHS] if n in present]
+    short = [n.removeprefix("ours, ").removesuffix(" nn.LSTM") for n in order]
+    # Ours on tensor cores over cuDNN, each variant: back to back, then GPU.
+    ratios = [n for n in ("ours, clusters", "ours, tensor cores") if n in present]
+    ratio_heads = [
+        f"{n.removeprefix('ours, ')} / cuDNN, {k}" for n in ratios for k in ("back to back", "GPU")
+    ]
+    heads = (
+        [f"back to back ms: {short[0]}", *short[1:], f"GPU ms: {short[0]}", *short[1:]]
+        + ratio_heads
+        + [f"{n.removeprefix('ours, ')} µs/step (GPU)" for n in ratios]
+    )
     lines = [
         f"{machine} Written by `chapter5_extensions/benchmarks/lstm_tc_forward.py`.",
         "",
         "Inference forward (eval(), no_grad()), one layer, I = H. Back to back: calls in a row, "
-        "per call; GPU ms: median of CUDA-event timings, cold L2, host hidden. The four take turns, "
-        "with the same number of calls in a row. Ratios: ours with tensor cores over cuDNN (below "
-        "1: ours is faster).",
+        "per call; GPU ms: median of CUDA-event timings, cold L2, host hidden. The implementations "
+        'take turns, with the same number of calls in a row. "clusters" is the tensor-core '
+        "forward as one thread-block cluster (H <= 512, B <= 32; where it cannot run, the grid "
+        'variant runs in its place); "tensor cores" the grid variant. Ratios: ours over cuDNN '
+        "(below 1: ours is faster).",
         "",
-        "| dtype | T, B, H | back to back ms: cuDNN | tensor cores | CUDA cores | step loop "
-        "| GPU ms: cuDNN | tensor cores | CUDA cores | step loop | tensor cores / cuDNN, back to "
-        "back | GPU | tensor cores µs/step (GPU) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| dtype | T, B, H | " + " | ".join(heads) + " |",
+        "| --- | --- |" + " ---: |" * len(heads),
     ]
     keys = sorted({(r["dtype"], r["T"], r["B"], r["H"]) for r in rows},
                   key=lambda k: (k[0] != "float16", k[0], k[3], k[1], k[2]))  # fmt: skip
-    order = ["cuDNN nn.LSTM", "ours, tensor cores", "ours, CUDA cores", "ours, step loop"]
     for dtype, steps, batch, hidden in keys:
         by = {
             r["impl"]: r
             for r in rows
             if (r["dtype"], r["T"], r["B"], r["H"]) == (dtype, steps, batch, hidden)
         }
-        cudnn, tc = by["cuDNN nn.LSTM"], by["ours, tensor cores"]
-        loop = " | ".join(f"{by[n]['loop_ms']:.3f}" for n in order)
-        gpu = " | ".join(f"{by[n]['gpu_ms']:.3f}" for n in order)
-        lines.append(
-            f"| {dtype} | {steps}, {batch}, {hidden} | {loop} | {gpu} "
-            f"| {tc['loop_ms'] / cudnn['loop_ms']:.2f} | {tc['gpu_ms'] / cudnn['gpu_ms']:.2f} "
-            f"| {tc['us_per_step']:.2f} |"
-        )
+        cudnn = by["cuDNN nn.LSTM"]
+        cells = [f"{by[n]['loop_ms']:.3f}" for n in order] + [
+            f"{by[n]['gpu_ms']:.3f}" for n in order
+        ]
+        for n in ratios:
+            cells += [
+                f"{by[n]['loop_ms'] / cudnn['loop_ms']:.2f}",
+                f"{by[n]['gpu_ms'] / cudnn['gpu_ms']:.2f}",
+            ]
+        cells += [f"{by[n]['us_per_step']:.2f}" for n in ratios]
+        lines.append(f"| {dtype} | {steps}, {batch}, {hidden} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -234,7 +234,7 @@ LstmPaths& lstm_paths() {
 }
 
 std::vector<std::string> set_lstm_paths(std::string persistent, std::string step_graphs,
-                                        std::string tensor_cores) {
+                                        std::string tensor_cores, std::string clusters) {
   static const char* const names[] = {"auto", "always", "never"};
   auto parse = [](const std::string& name, const char* argument) -> PathChoice {
     for (int i = 0; i < 3; ++i) {
@@ -247,15 +247,18 @@ std::vector<std::string> set_lstm_paths(std::string persistent, std::string step
   LstmPaths& paths = lstm_paths();
   std::vector<std::string> before = {names[static_cast<int>(paths.persistent.load())],
                                      names[static_cast<int>(paths.step_graphs.load())],
-                                     names[static_cast<int>(paths.tensor_cores.load())]};
+                                     names[static_cast<int>(paths.tensor_cores.load())],
+                                     names[static_cast<int>(paths.clusters.load())]};
   // All parsed before any is set: a bad later argument changes nothing.
   const auto p = persistent.empty() ? paths.persistent.load() : parse(persistent, "persistent");
   const auto g = step_graphs.empty() ? paths.step_graphs.load() : parse(step_graphs, "step_graphs");
   const auto tc =
       tensor_cores.empty() ? paths.tensor_cores.load() : parse(tensor_cores, "tensor_cores");
+  const auto cl = clusters.empty() ? paths.clusters.load() : parse(clusters, "clusters");
   paths.persistent = p;
   paths.step_graphs = g;
   paths.tensor_cores = tc;
+  paths.clusters = cl;
   return before;
 }
 

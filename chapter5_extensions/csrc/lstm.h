@@ -46,17 +46,22 @@ inline at::Tensor fresh(const at::Tensor& t, at::ScalarType dtype) {
 //   tensor_cores the float16/bfloat16 persistent forward on tensor cores (lstm_persistent_tc.cu):
 //                "auto": wherever `persistent` would run a persistent kernel and it fits;
 //                "always": wherever it fits, whatever `persistent` says; "never".
+//   clusters     within the tensor-core forward, the variant whose blocks form one thread-block
+//                cluster and pass h_t through distributed shared memory (H100 and newer, H <= 512,
+//                B <= 32): "auto": where it measured faster (B <= 8); "always": wherever it fits;
+//                "never".
 enum class PathChoice { kAuto, kAlways, kNever };
 struct LstmPaths {
   std::atomic<PathChoice> persistent{PathChoice::kAuto};
   std::atomic<PathChoice> step_graphs{PathChoice::kAuto};
   std::atomic<PathChoice> tensor_cores{PathChoice::kAuto};
+  std::atomic<PathChoice> clusters{PathChoice::kAuto};
 };
 LstmPaths& lstm_paths();  // the one instance, in lstm.cpp
-// custom_ops::_lstm_paths(persistent, step_graphs, tensor_cores): sets what is not "" and returns
-// the settings as they were, so that a caller can put them back.
+// custom_ops::_lstm_paths(persistent, step_graphs, tensor_cores, clusters): sets what is not ""
+// and returns the settings as they were, so that a caller can put them back.
 std::vector<std::string> set_lstm_paths(std::string persistent, std::string step_graphs,
-                                        std::string tensor_cores);
+                                        std::string tensor_cores, std::string clusters);
 
 struct LstmSizes {
   int64_t steps, batch, input, hidden;  // T, B, I, H

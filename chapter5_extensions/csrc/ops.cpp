@@ -63,6 +63,8 @@ TORCH_LIBRARY(custom_ops, m) {
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // Not a computation: the paths lstm takes on CUDA (csrc/lstm.h), for tests and benchmarks;
   // custom_ops.lstm_paths in Python. One kernel for every device: it takes no tensor.
-  m.def("_lstm_paths(str persistent=\"\", str step_graphs=\"\", str tensor_cores=\"\") -> str[]",
-        &custom_ops::set_lstm_paths);
+  m.def(
+      "_lstm_paths(str persistent=\"\", str step_graphs=\"\", str tensor_cores=\"\", "
+      "str clusters=\"\") -> str[]",
+      &custom_ops::set_lstm_paths);
 }

@@ -149,6 +149,7 @@ def lstm_paths(
     persistent: str | None = None,
     step_graphs: str | None = None,
     tensor_cores: str | None = None,
+    clusters: str | None = None,
 ) -> Iterator[None]:
     """Within the block, the paths custom_ops::lstm takes on CUDA (tests and benchmarks use it to
     time or check one path; the CPU has one path). Each is "auto" (the measured choice),
@@ -168,8 +169,14 @@ def lstm_paths(
                  "auto" runs it where it was measured faster than the step loop (B <= 32 and
                  B x H <= 16384), or as `persistent` says when that is "always" or "never";
                  "always" wherever it fits, "never" leaves the CUDA-core kernel and the step
-                 loop."""
-    before = ops._lstm_paths.default(persistent or "", step_graphs or "", tensor_cores or "")
+                 loop.
+    clusters     within the tensor-core forward, the variant that runs as one thread-block cluster
+                 and passes h_t between its blocks through distributed shared memory (H100 and
+                 newer; H = 128, 256, 384 or 512; B <= 32); "auto" where it was measured faster
+                 (B <= 8), "always" wherever it fits, "never" leaves the grid-wide variant."""
+    before = ops._lstm_paths.default(
+        persistent or "", step_graphs or "", tensor_cores or "", clusters or ""
+    )
     try:
         yield
     finally:

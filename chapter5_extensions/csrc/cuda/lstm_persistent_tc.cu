@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 #include "../lstm.h"  // lstm_paths()
 #include "async_copy.cuh"
@@ -101,6 +102,20 @@ __device__ __forceinline__ int load_acquire(const int* counter) {
 }
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+// One (unit j, batch row b) of step t's outputs that no block reads during the recurrence: the
+// activated gates (into gates, over x_t W_ih^T) and c_t. The kernels write them after the step's
+// signal: the signal's release makes a thread wait until its earlier writes have reached L2, and
+// these need not have.
+template <typename scalar_t>
+__device__ __forceinline__ void store_gates_and_c(scalar_t* gates, float* cs, int t, int b, int j,
+                                                  int batch, int hidden, const scalar_t (&act)[4],
+                                                  float c) {
+  scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
+#pragma unroll
+  for (int gate = 0; gate < 4; ++gate) row[gate * hidden + j] = act[gate];
+  cs[(static_cast<int64_t>(t + 1) * batch + b) * hidden + j] = c;
+}
 
 // The forward's recurrence over all T steps, as lstm_persistent.h's lstm_forward_persistent:
 // gates (T, B, 4H) holds x_t W_ih^T on entry and the activated gates on exit; cs (T + 1, B, H)
@@ -241,7 +256,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
     __syncthreads();
 
     // 4. The pointwise part, the eight warps' sums added in a fixed order (the same bits every
-    // run), writing what lstm.cu's step loop writes: the activated gates, c_t and h_t.
+    // run), writing what lstm.cu's step loop writes: h_t now (the other blocks read it), the
+    // activated gates and c_t after the signal.
+    scalar_t act[kMaxPairs][4];
 #pragma unroll
     for (int p = 0; p < kMaxPairs; ++p) {
       const int b = batch_row(p);
@@ -257,23 +274,25 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
       const float i = sigmoid(z[0]), f = sigmoid(z[1]), g = tanhf(z[2]), o = sigmoid(z[3]);
       const float c = f * c_r[p] + i * g;
       c_r[p] = c;
-      scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
-      row[j] = static_cast<scalar_t>(i);
-      row[hidden + j] = static_cast<scalar_t>(f);
-      row[2 * hidden + j] = static_cast<scalar_t>(g);
-      row[3 * hidden + j] = static_cast<scalar_t>(o);
-      const int64_t s = t * state + static_cast<int64_t>(b) * hidden + j;
-      cs[s + state] = c;
-      y[s] = static_cast<scalar_t>(o * tanhf(c));
+      act[p][0] = static_cast<scalar_t>(i);
+      act[p][1] = static_cast<scalar_t>(f);
+      act[p][2] = static_cast<scalar_t>(g);
+      act[p][3] = static_cast<scalar_t>(o);
+      y[t * state + static_cast<int64_t>(b) * hidden + j] = static_cast<scalar_t>(o * tanhf(c));
     }
     if (t + 1 < steps) {
-      // 5. Signal: this block's h_t is written (and its reads of part are done). Then the next
-      // step's x, issued after the signal (the signal's fence would wait for loads issued before
-      // it) and landing while the block waits for the others.
+      // 5. Signal: this block's h_t is written (and its reads of part are done).
       __syncthreads();
       if (threadIdx.x == 0) arrive(arrived);
-      load_x(t + 1);
     }
+    // 6. The gates and c_t, then the next step's x: both issued after the signal (its fence would
+    // wait for them), and landing while the block waits for the others.
+#pragma unroll
+    for (int p = 0; p < kMaxPairs; ++p) {
+      const int b = batch_row(p);
+      if (b < batch) store_gates_and_c(gates, cs, t, b, j, batch, hidden, act[p], c_r[p]);
+    }
+    if (t + 1 < steps) load_x(t + 1);
   }
 }
 
@@ -301,6 +320,421 @@ TcPlan tc_plan(int64_t batch, int64_t hidden) {
   return plan;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The cluster variant (sm_90 and newer). Above, every step ends with a count in global memory
+// (a release, then each block polls it) and starts with each block copying all of h_{t-1} from
+// L2: about 40% of the stall samples at B = 8 (docs/perf/h100/lstm_tc_profile.md). For H <= 512
+// the whole layer fits on a few SMs (W_hh for H = 512 in float16 is 2 MiB: 128 KB of registers on
+// each of 16 SMs), and Hopper can launch those blocks as one thread-block cluster: blocks that
+// are resident together, can write each other's shared memory (distributed shared memory, DSMEM)
+// and meet at a barrier in hardware. A step then ends with each block sending its slice of h_t
+// into every block's shared memory with asynchronous stores (st.async), each of which counts its
+// bytes on the receiving block's transaction barrier (an mbarrier told how many bytes to expect);
+// a block starts the next step when its barrier has counted all of h_t. Nothing goes through L2
+// but the outputs, and no thread waits for its own stores: the cluster-wide barrier
+// (barrier.cluster.arrive.release) that a first version used compiles to a GPU-wide memory fence
+// (MEMBAR.ALL.GPU), where a fifth to a quarter of the stall samples waited (Nsight Compute, H100,
+// docs/perf/h100/lstm_cluster_profile.md). Block r of the cluster owns kU hidden units:
+// 4 kU gate rows of W_hh as A fragments, 16 warps, warp w multiplying m-tile w % (kU / 4) over
+// one of the 16 / (kU / 4) parts of K.
+constexpr int kClusterWarps = 16;
+constexpr int kClusterThreads = 32 * kClusterWarps;
+constexpr int kClusterMaxBlocks = 16;  // the largest cluster Hopper allows (8 without opting in)
+constexpr int kClusterMaxBatch = 32;
+
+template <int kU>  // hidden units a block owns: 8, 16 or 32
+struct ClusterShape {
+  static constexpr int kRows = 4 * kU;                                   // gate rows of the block
+  static constexpr int kMTiles = kRows / 16;                             // 2, 4, 8
+  static constexpr int kKParts = kClusterWarps / kMTiles;                // 8, 4, 2 warps split K
+  static constexpr int kKTiles = kU * kClusterMaxBlocks / 16 / kKParts;  // 1, 4, 16 at most
+  static constexpr int kPartPitch = kRows + 4;  // floats: lanes of one store hit distinct banks
+  static constexpr int kMaxBatch = kClusterMaxBatch;
+  // The (unit, batch row) pairs of the pointwise part a thread owns.
+  static constexpr int kPairs = (kU * kMaxBatch + kClusterThreads - 1) / kClusterThreads;
+  // Batch tiles a warp multiplies before storing them: one where its A fragments take 64 of the
+  // 128 registers a thread may have (two spilled).
+  static constexpr int kBatchTilesAtOnce = kKTiles > 8 ? 1 : 2;
+};
+
+// Shared memory: h as [2 buffers][batch rows, padded to 8][H + kRowPad] (step t reads buffer
+// t % 2 while the others write h_t into buffer (t + 1) % 2), the warps' partial sums as
+// [K part][batch row][gate row], this block's h_t as [batch row][kU] before it is sent, and one
+// transaction barrier (8 bytes) per h buffer.
+struct ClusterLayout {
+  int64_t partials, outgoing, barriers, total;
+};
+template <int kU>
+__host__ __device__ inline ClusterLayout cluster_layout(int batch, int hidden,
+                                                        int64_t scalar_size) {
+  using S = ClusterShape<kU>;
+  const int64_t rows = (batch + 7) / 8 * 8;
+  ClusterLayout l{};
+  l.partials = align16(2 * rows * (hidden + kRowPad) * scalar_size);
+  l.outgoing = l.partials + align16(S::kKParts * rows * S::kPartPitch * sizeof(float));
+  l.barriers = l.outgoing + align16(rows * kU * scalar_size);
+  l.total = l.barriers + 2 * sizeof(uint64_t);
+  return l;
+}
+
+// A cluster-wide barrier in two halves: arrive (a release) and wait (an acquire); every thread of
+// every block takes part. Used once, before the first step (every block has started and set up its
+// transaction barriers: a block's shared memory may be written only once it runs).
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+// The PTX of the exchange (PTX ISA: "mbarrier", "st.async", "mapa"). Shared-memory addresses are
+// 32-bit; mapa turns one of this block's into the same place in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ uint32_t in_block(uint32_t local, int rank) {
+  uint32_t remote = local;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+#endif
+  return remote;
+}
+// A transaction barrier whose phase completes after one arrival and as many bytes as that arrival
+// announces (they may land before it).
+__device__ __forceinline__ void barrier_init(uint32_t barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mbarrier.init.shared::cta.b64 [%0], 1;\n"
+      "fence.mbarrier_init.release.cluster;\n" ::"r"(barrier)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void barrier_expect_bytes(uint32_t barrier, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .b64 state;\n"
+      " mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(barrier),
+      "r"(bytes)
+      : "memory");
+#endif
+}
+// 16 bytes into block-of-the-cluster shared memory at `remote`, counted on the barrier at
+// `remote_barrier` (in the same block) once they have landed.
+__device__ __forceinline__ void send16(uint32_t remote, int4 v, uint32_t remote_barrier) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+      "[%5];\n" ::"r"(remote),
+      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_barrier)
+      : "memory");
+#endif
+}
+// Wait until the barrier's phase of this parity has completed. The bytes st.async counted on it
+// are visible after it; an acquire at cluster scope would also make other blocks' global writes
+// visible, which costs an invalidation of this SM's L1 on every poll (CCTL.IVALL: 18% of the stall
+// samples in the version that had it) and which this kernel does not need.
+__device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+  }
+#endif
+}
+
+// The same recurrence as lstm_forward_persistent_tc_kernel, for a grid that is one cluster of
+// H / kU blocks. H a multiple of 128 up to 16 kU, B <= ClusterShape<kU>::kMaxBatch.
+template <typename scalar_t, int kU>
+__global__ void __launch_bounds__(kClusterThreads, 1)
+    lstm_forward_cluster_tc_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ w_hh,
+                                   const float* __restrict__ bias, const scalar_t* __restrict__ h0,
+                                   float* __restrict__ cs, scalar_t* __restrict__ y, int steps,
+                                   int batch, int hidden) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using S = ClusterShape<kU>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int rank = static_cast<int>(blockIdx.x), blocks = static_cast<int>(gridDim.x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = lane / 4, pair = lane % 4;  // the fragment coordinates of mma.sync
+  const int m_tile = warp % S::kMTiles, k_part = warp / S::kMTiles;
+  const int k_tiles = hidden / 16 / S::kKParts, k_warp = k_part * k_tiles * 16;
+  const int j0 = rank * kU;
+  const int batch_tiles = (batch + 7) / 8, rows = 8 * batch_tiles, pitch = hidden + kRowPad;
+  const ClusterLayout layout = cluster_layout<kU>(batch, hidden, sizeof(scalar_t));
+  scalar_t* h_s = reinterpret_cast<scalar_t*>(smem);  // two buffers of rows x pitch
+  float* part = reinterpret_cast<float*>(smem + layout.partials);
+  scalar_t* outgoing = reinterpret_cast<scalar_t*>(smem + layout.outgoing);
+  // barrier(k) counts the bytes of h that land in buffer k.
+  const uint32_t barriers = shared_address(smem + layout.barriers);
+  auto barrier = [&](int k) { return barriers + k * static_cast<uint32_t>(sizeof(uint64_t)); };
+  if (threadIdx.x == 0) {
+    barrier_init(barrier(0));
+    barrier_init(barrier(1));
+  }
+
+  // W_hh's rows for this warp's m-tile as A fragments, in registers until the kernel ends. The
+  // block's gate row r (r < 4 kU) is W_hh's row (r / kU) H + j0 + r % kU: gate r / kU of unit
+  // j0 + r % kU.
+  auto w_row = [&](int r) {
+    return reinterpret_cast<const uint32_t*>(
+        w_hh + (static_cast<int64_t>(r / kU) * hidden + j0 + r % kU) * hidden);
+  };
+  const uint32_t* lo = w_row(m_tile * 16 + group);
+  const uint32_t* hi = w_row(m_tile * 16 + group + 8);
+  uint32_t a[S::kKTiles][4];
+#pragma unroll
+  for (int kt = 0; kt < S::kKTiles; ++kt) {
+    const int k2 = (k_warp + kt * 16 + 2 * pair) / 2;  // in pairs of elements
+    const bool used = kt < k_tiles;
+    a[kt][0] = used ? lo[k2] : 0u;
+    a[kt][1] = used ? hi[k2] : 0u;
+    a[kt][2] = used ? lo[k2 + 4] : 0u;
+    a[kt][3] = used ? hi[k2 + 4] : 0u;
+  }
+
+  // Both buffers' padding rows are zeros for good; h0 goes into buffer 0.
+  for (int i = threadIdx.x; i < (rows - batch) * pitch; i += kClusterThreads) {
+    h_s[static_cast<int64_t>(batch) * pitch + i] = scalar_t(0);
+    h_s[static_cast<int64_t>(rows + batch) * pitch + i] = scalar_t(0);
+  }
+  const int row_pieces = hidden * static_cast<int>(sizeof(scalar_t)) / 16;  // 16-byte pieces
+  for (int i = threadIdx.x; i < batch * row_pieces; i += kClusterThreads) {
+    const int b = i / row_pieces, piece = i % row_pieces;
+    copy16_async(h_s + static_cast<int64_t>(b) * pitch + piece * 8,
+                 h0 + static_cast<int64_t>(b) * hidden + piece * 8);
+  }
+
+  // The pointwise part: thread e owns (unit e % kU, batch row e / kU + (kClusterThreads / kU) p),
+  // with its bias, c_{t-1} and next x_t W_ih^T in registers, as in the kernel above. (Four lanes
+  // per pair, one gate each, swapping them with shuffles, measured slower: 0.223 against 0.183 ms
+  // at T = 64, B = 8, H = 512.)
+  const int u = threadIdx.x % kU, j = j0 + u;
+  const int64_t state = static_cast<int64_t>(batch) * hidden;
+  auto batch_row = [&](int p) {
+    return static_cast<int>(threadIdx.x) / kU + p * (kClusterThreads / kU);
+  };
+  float bias_r[4], c_r[S::kPairs] = {};
+  scalar_t x_r[S::kPairs][4] = {};
+#pragma unroll
+  for (int gate = 0; gate < 4; ++gate) bias_r[gate] = bias[gate * hidden + j];
+  auto load_x = [&](int t) {
+#pragma unroll
+    for (int p = 0; p < S::kPairs; ++p) {
+      const int b = batch_row(p);
+      if (b >= batch) continue;
+      const scalar_t* row = gates + (static_cast<int64_t>(t) * batch + b) * 4 * hidden;
+#pragma unroll
+      for (int gate = 0; gate < 4; ++gate) x_r[p][gate] = row[gate * hidden + j];
+    }
+  };
+#pragma unroll
+  for (int p = 0; p < S::kPairs; ++p) {
+    if (batch_row(p) < batch) c_r[p] = cs[static_cast<int64_t>(batch_row(p)) * hidden + j];
+  }
+  load_x(0);
+  wait_async_copies();
+  cluster_arrive();
+  cluster_wait();
+
+  const int send_pieces = kU * static_cast<int>(sizeof(scalar_t)) / 16;  // per batch row
+  const uint32_t h_bytes = static_cast<uint32_t>(batch * hidden * sizeof(scalar_t));
+  for (int t = 0; t < steps; ++t) {
+    // h_{t-1} came in step t - 1 into buffer t % 2, the ((t - 1) / 2)-th time that buffer filled.
+    if (t > 0) barrier_wait(barrier(t % 2), ((t - 1) / 2) % 2);
+    const scalar_t* h_now = h_s + static_cast<int64_t>(t % 2) * rows * pitch;
+    const auto* h32 = reinterpret_cast<const uint32_t*>(h_now);
+
+    // 1. The product: acc += W rows (A, registers) x h_{t-1}^T (B, shared memory) over this
+    // warp's part of K, with two accumulators for each batch tile (even and odd k tiles: two
+    // chains of dependent mma.sync instead of one twice as long).
+    constexpr int kAtOnce = S::kBatchTilesAtOnce;
+    for (int n0 = 0; n0 < batch_tiles; n0 += kAtOnce) {
+      float acc[2][kAtOnce][4] = {};
+#pragma unroll
+      for (int kt = 0; kt < S::kKTiles; ++kt) {
+        if (kt >= k_tiles) break;
+#pragma unroll
+        for (int n = 0; n < kAtOnce; ++n) {
+          if (n0 + n >= batch_tiles) break;
+          const int word = (((n0 + n) * 8 + group) * pitch + k_warp + kt * 16 + 2 * pair) / 2;
+          mma_16x8x16<scalar_t>(acc[kt % 2][n], a[kt], h32[word], h32[word + 4]);
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < kAtOnce; ++n) {
+        if (n0 + n >= batch_tiles) break;
+        const int b = (n0 + n) * 8 + 2 * pair;
+        float* out = part + (k_part * rows + b) * S::kPartPitch + m_tile * 16 + group;
+        out[0] = acc[0][n][0] + acc[1][n][0];
+        out[S::kPartPitch] = acc[0][n][1] + acc[1][n][1];
+        out[8] = acc[0][n][2] + acc[1][n][2];
+        out[S::kPartPitch + 8] = acc[0][n][3] + acc[1][n][3];
+      }
+    }
+    __syncthreads();
+
+    // 2. The pointwise part, the K parts added in a fixed order: h_t into `outgoing`, and kept
+    // with the activated gates and c_t for step 4.
+    scalar_t act[S::kPairs][4], h_r[S::kPairs];
+#pragma unroll
+    for (int p = 0; p < S::kPairs; ++p) {
+      const int b = batch_row(p);
+      if (b >= batch) continue;
+      float z[4];
+#pragma unroll
+      for (int gate = 0; gate < 4; ++gate) {
+        float sum = static_cast<float>(x_r[p][gate]) + bias_r[gate];
+#pragma unroll
+        for (int k = 0; k < S::kKParts; ++k) {
+          sum += part[(k * rows + b) * S::kPartPitch + gate * kU + u];
+        }
+        z[gate] = sum;
+      }
+      const float i = sigmoid(z[0]), f = sigmoid(z[1]), g = tanhf(z[2]), o = sigmoid(z[3]);
+      const float c = f * c_r[p] + i * g;
+      c_r[p] = c;
+      act[p][0] = static_cast<scalar_t>(i);
+      act[p][1] = static_cast<scalar_t>(f);
+      act[p][2] = static_cast<scalar_t>(g);
+      act[p][3] = static_cast<scalar_t>(o);
+      h_r[p] = static_cast<scalar_t>(o * tanhf(c));
+      outgoing[b * kU + u] = h_r[p];
+    }
+    if (t + 1 < steps) {
+      // 3. This block's h_t into buffer (t + 1) % 2 of every block, itself included, in 16-byte
+      // pieces, and this block's barrier for that buffer told to expect all of h_t. (No block
+      // reads that buffer now: each read it in step t - 1, before sending the h_{t-1} that every
+      // block waited for at the top of this step.)
+      __syncthreads();
+      const int next = (t + 1) % 2;
+      if (threadIdx.x == 0) barrier_expect_bytes(barrier(next), h_bytes);
+      const scalar_t* h_next = h_s + static_cast<int64_t>(next) * rows * pitch;
+      for (int i = threadIdx.x; i < blocks * batch * send_pieces; i += kClusterThreads) {
+        const int to = i / (batch * send_pieces), b = i / send_pieces % batch;
+        const int piece = i % send_pieces;
+        const int4 v = reinterpret_cast<const int4*>(outgoing + b * kU)[piece];
+        const uint32_t local =
+            shared_address(h_next + static_cast<int64_t>(b) * pitch + j0) + 16 * piece;
+        send16(in_block(local, to), v, in_block(barrier(next), to));
+      }
+    }
+    // 4. The outputs, which no block reads during the recurrence (h_t went through shared
+    // memory), after the sends; then the next step's x, landing while the block waits for h_t.
+#pragma unroll
+    for (int p = 0; p < S::kPairs; ++p) {
+      const int b = batch_row(p);
+      if (b >= batch) continue;
+      store_gates_and_c(gates, cs, t, b, j, batch, hidden, act[p], c_r[p]);
+      y[t * state + static_cast<int64_t>(b) * hidden + j] = h_r[p];
+    }
+    if (t + 1 < steps) load_x(t + 1);
+  }
+  // No block leaves while another may still send to it: every send of the last exchange (step
+  // T - 2) was waited for by its receiver at the top of step T - 1.
+#endif
+}
+
+// The cluster's launch, or why it cannot be; worked out once per (device, dtype, B, H).
+struct ClusterPlan {
+  bool fits = false;
+  int units = 0, blocks = 0;
+  int64_t smem = 0;
+};
+
+// Launches `kernel` as one cluster of `blocks` blocks on the current stream and returns true, or
+// (with args null) asks only whether such a cluster fits on the GPU.
+template <typename Kernel>
+bool cluster_launch(Kernel kernel, int blocks, int64_t smem, void** args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(kClusterThreads);
+  config.dynamicSmemBytes = static_cast<size_t>(smem);
+  config.stream = c10::cuda::getCurrentCUDAStream();
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = blocks;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  if (args == nullptr) {
+    int clusters = 0;
+    const cudaError_t error = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    if (error != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return clusters >= 1;
+  }
+  // No cooperative launch needed: the hardware places a cluster's blocks together, or waits to.
+  C10_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), args));
+  return true;
+}
+
+// The fewest units a block that still gives a cluster of at most 16 blocks: more blocks, shorter
+// steps.
+inline int cluster_units(int64_t hidden) {
+  for (int units : {8, 16, 32}) {
+    if (hidden / units <= kClusterMaxBlocks) return units;
+  }
+  return 0;
+}
+
+// fn(std::integral_constant<int, units>{}): the kernel is compiled for each block size.
+template <typename Fn>
+void with_cluster_units(int units, Fn&& fn) {
+  switch (units) {
+    case 8:
+      fn(std::integral_constant<int, 8>{});
+      break;
+    case 16:
+      fn(std::integral_constant<int, 16>{});
+      break;
+    case 32:
+      fn(std::integral_constant<int, 32>{});
+      break;
+  }
+}
+
+template <typename scalar_t>
+ClusterPlan cluster_plan(int64_t batch, int64_t hidden) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int64_t, int64_t>, ClusterPlan> plans;
+  const std::tuple<int, int64_t, int64_t> key{c10::cuda::current_device(), batch, hidden};
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = plans.find(key); found != plans.end()) return found->second;
+  ClusterPlan& plan = plans[key];
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  if (prop->major < 9 || hidden % 128 != 0 || batch < 1 || batch > kClusterMaxBatch) return plan;
+  plan.units = cluster_units(hidden);
+  if (plan.units == 0) return plan;
+  plan.blocks = static_cast<int>(hidden / plan.units);
+  with_cluster_units(plan.units, [&](auto units) {
+    constexpr int kU = decltype(units)::value;
+    if (batch > ClusterShape<kU>::kMaxBatch) return;
+    auto kernel = lstm_forward_cluster_tc_kernel<scalar_t, kU>;
+    plan.smem =
+        cluster_layout<kU>(static_cast<int>(batch), static_cast<int>(hidden), sizeof(scalar_t))
+            .total;
+    if (plan.smem > static_cast<int64_t>(prop->sharedMemPerBlockOptin)) return;
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(prop->sharedMemPerBlockOptin)));
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    plan.fits = cluster_launch(kernel, plan.blocks, plan.smem, nullptr);
+  });
+  return plan;
+}
+
 }  // namespace
 
 // Whether the kernel may run (custom_ops.lstm_paths) and can (dtype, H, B, T), before asking the
@@ -320,6 +754,17 @@ static bool tc_wanted(int64_t steps, int64_t batch, int64_t hidden, at::ScalarTy
   return batch <= 32 && batch * hidden <= 16384;
 }
 
+// Whether the cluster variant may run where the tensor-core forward runs
+// (custom_ops.lstm_paths(clusters=...)); cluster_plan then says whether it can.
+static bool cluster_wanted(int64_t batch, int64_t hidden) {
+  const PathChoice choice = lstm_paths().clusters.load(std::memory_order_relaxed);
+  if (choice != PathChoice::kAuto) return choice == PathChoice::kAlways;
+  // By default where benchmarks/lstm_tc_forward.py measured it faster than the grid variant
+  // (H100, 2026-11-27, docs/perf/h100/lstm_tc_forward.md): B <= 8. From B = 16 the grid variant's
+  // 32 to 128 SMs multiply faster than the cluster's 8 to 16.
+  return batch <= 8 && hidden <= 16 * 32;
+}
+
 bool lstm_forward_persistent_tc(at::Tensor& gates, const at::Tensor& w_hh, const at::Tensor& bias,
                                 const at::Tensor& h0, at::Tensor& cs, at::Tensor& y) {
   const int64_t T = gates.size(0), B = gates.size(1), H = w_hh.size(1);
@@ -332,19 +777,31 @@ bool lstm_forward_persistent_tc(at::Tensor& gates, const at::Tensor& w_hh, const
   }
   bool launched = false;
   AT_DISPATCH_REDUCED_FLOATING_TYPES(y.scalar_type(), "lstm", [&] {
-    const TcPlan plan = tc_plan<scalar_t>(B, H);
-    if (!plan.fits) return;
-    // The step counter, zeroed on the stream (so a CUDA graph capturing this call zeroes it on
-    // every replay).
-    at::Tensor counter = at::zeros({1}, y.options().dtype(at::kInt));
     scalar_t* g = gates.mutable_data_ptr<scalar_t>();
     const scalar_t* w = w_hh.const_data_ptr<scalar_t>();
     const float* b = bias.const_data_ptr<float>();
     const scalar_t* h = h0.const_data_ptr<scalar_t>();
     float* c = cs.mutable_data_ptr<float>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
-    int* arrived = counter.mutable_data_ptr<int>();
     int steps = static_cast<int>(T), batch = static_cast<int>(B), hidden = static_cast<int>(H);
+    if (cluster_wanted(B, H)) {
+      const ClusterPlan plan = cluster_plan<scalar_t>(B, H);
+      if (plan.fits) {
+        void* args[] = {&g, &w, &b, &h, &c, &out, &steps, &batch, &hidden};
+        with_cluster_units(plan.units, [&](auto units) {
+          constexpr int kU = decltype(units)::value;
+          launched = cluster_launch(lstm_forward_cluster_tc_kernel<scalar_t, kU>, plan.blocks,
+                                    plan.smem, args);
+        });
+        if (launched) return;
+      }
+    }
+    const TcPlan plan = tc_plan<scalar_t>(B, H);
+    if (!plan.fits) return;
+    // The step counter, zeroed on the stream (so a CUDA graph capturing this call zeroes it on
+    // every replay).
+    at::Tensor counter = at::zeros({1}, y.options().dtype(at::kInt));
+    int* arrived = counter.mutable_data_ptr<int>();
     void* args[] = {&g, &w, &b, &h, &c, &out, &arrived, &steps, &batch, &hidden};
     launched = launch_cooperative(lstm_forward_persistent_tc_kernel<scalar_t>, plan.blocks,
                                   kBlockThreads, plan.smem, args);
