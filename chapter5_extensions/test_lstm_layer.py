@@ -241,6 +241,17 @@ CUDA_PATHS = [
 ]
 
 
+def clusters_available() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+
+
+# (Without a GPU the tests' cuda mark skips them, with its own reason.)
+needs_clusters = pytest.mark.skipif(
+    torch.cuda.is_available() and not clusters_available(),
+    reason="thread-block clusters need a GPU of compute capability 9.0 or newer (H100)",
+)
+
+
 def test_lstm_paths_refuses_an_unknown_choice_and_changes_nothing():
     before = torch.ops.custom_ops._lstm_paths.default("", "")
     with pytest.raises(
@@ -871,24 +882,38 @@ def test_under_cuda_autocast_nn_lstm_runs_float16_and_ours_the_dtype_asked(dtype
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", CUDA_PATHS)
-def test_forward_can_be_captured_in_a_cuda_graph(path, generator, paths):
+@pytest.mark.parametrize(
+    "path, dtype",
+    [pytest.param(p.values[0], torch.float32, id=p.id) for p in CUDA_PATHS]
+    + [
+        pytest.param(
+            dict(tensor_cores="always", clusters="always"),
+            torch.float16,
+            id="cluster",
+            marks=needs_clusters,
+        )
+    ],
+)
+def test_forward_can_be_captured_in_a_cuda_graph(path, dtype, generator, paths):
     """No synchronisation, no host-side allocation outside PyTorch's allocator: the forward
-    records into a CUDA graph (a cooperative launch too), and a replay on new data gives what an
-    eager call gives. With step graphs, the warm-up makes the op's own graph, and under the
-    caller's capture the op records its step loop into the caller's graph instead."""
+    records into a CUDA graph (a cooperative launch and a cluster launch too), and a replay on new
+    data gives what an eager call gives. With step graphs, the warm-up makes the op's own graph,
+    and under the caller's capture the op records its step loop into the caller's graph instead."""
     paths(**path)
-    args = layer_inputs("cuda", torch.float32, sizes=(8, 4, 16, 32))
+    sizes = (8, 4, 16, 32) if dtype == torch.float32 else (6, 8, 16, 256)
+    args = layer_inputs("cuda", dtype, sizes=sizes)
     static = [a.clone() for a in args]
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         custom_ops.lstm(*static)  # warm-up outside the capture (cuBLAS's workspace, etc.)
     torch.cuda.current_stream().wait_stream(stream)
+    if "clusters" in path:
+        assert tc_forward_ran(lambda: custom_ops.lstm(*static), "cluster")
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = custom_ops.lstm(*static)
-    new = layer_inputs("cuda", torch.float32, sizes=(8, 4, 16, 32), seed=1)
+    new = layer_inputs("cuda", dtype, sizes=sizes, seed=1)
     for s, n in zip(static, new, strict=True):
         s.copy_(n)
     graph.replay()
@@ -1061,7 +1086,8 @@ def test_the_setting_picks_the_path(path, paths):
         (16, 1024, torch.float16, "tensor cores"),  # 16384
         (32, 1024, torch.float16, "step loop"),  # 32768
         (8, 512, torch.float16, "clusters"),  # H <= 512 and B <= 8 on an H100
-        (16, 256, torch.float16, "tensor cores"),  # B > 8: the grid variant
+        (16, 256, torch.float16, "clusters"),  # B <= 16 at H <= 256
+        (16, 512, torch.float16, "tensor cores"),  # B > 8 at H = 512: the grid variant
         (32, 512, torch.float16, "tensor cores"),  # B <= 32, 16384
         (64, 256, torch.float16, "step loop"),  # B > 32
     ],
@@ -1150,16 +1176,6 @@ TC_VARIANTS = {
 def tc_forward_ran(fn, variant: str = "grid") -> bool:
     return any(TC_VARIANTS[variant][1] in name for name in kernels_run(fn))
 
-
-def clusters_available() -> bool:
-    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-
-
-# (Without a GPU the tests' cuda mark skips them, with its own reason.)
-needs_clusters = pytest.mark.skipif(
-    torch.cuda.is_available() and not clusters_available(),
-    reason="thread-block clusters need a GPU of compute capability 9.0 or newer (H100)",
-)
 
 TC_CASES = [pytest.param("grid", shape.values[0], id=f"grid-{shape.id}") for shape in TC_SHAPES] + [
     pytest.param("cluster", shape.values[0], id=f"cluster-{shape.id}", marks=needs_clusters)
@@ -1260,31 +1276,6 @@ def test_the_cluster_variant_leaves_what_it_cannot_take_to_the_grid_variant(
     assert any("lstm_forward_persistent_tc" in n for n in names), names
     assert not any("cluster" in n for n in names), names
     compare_forward_and_backward(reference, ours, x, None, "cuda", torch.float16)
-
-
-@needs_clusters
-@pytest.mark.cuda
-def test_the_cluster_variant_can_be_captured_in_a_cuda_graph(paths):
-    """As test_forward_can_be_captured_in_a_cuda_graph, for a cluster launch in float16: each
-    replay on new data gives the bits an eager call gives."""
-    paths(tensor_cores="always", clusters="always")
-    sizes = (6, 8, 16, 256)
-    static = [a.clone() for a in layer_inputs("cuda", torch.float16, sizes=sizes)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        assert tc_forward_ran(lambda: custom_ops.lstm(*static), "cluster")
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = custom_ops.lstm(*static)
-    for seed in (1, 2):
-        new = layer_inputs("cuda", torch.float16, sizes=sizes, seed=seed)
-        for s, n in zip(static, new, strict=True):
-            s.copy_(n)
-        graph.replay()
-        for got, want in zip(out, custom_ops.lstm(*new), strict=True):
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
 @pytest.mark.cuda

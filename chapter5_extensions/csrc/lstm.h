@@ -48,8 +48,8 @@ inline at::Tensor fresh(const at::Tensor& t, at::ScalarType dtype) {
 //                "always": wherever it fits, whatever `persistent` says; "never".
 //   clusters     within the tensor-core forward, the variant whose blocks form one thread-block
 //                cluster and pass h_t through distributed shared memory (H100 and newer, H <= 512,
-//                B <= 32): "auto": where it measured faster (B <= 8); "always": wherever it fits;
-//                "never".
+//                B <= 32): "auto": where it measured faster (B <= 8, or 16 at H <= 256);
+//                "always": wherever it fits; "never".
 enum class PathChoice { kAuto, kAlways, kNever };
 struct LstmPaths {
   std::atomic<PathChoice> persistent{PathChoice::kAuto};

@@ -173,7 +173,8 @@ def lstm_paths(
     clusters     within the tensor-core forward, the variant that runs as one thread-block cluster
                  and passes h_t between its blocks through distributed shared memory (H100 and
                  newer; H = 128, 256, 384 or 512; B <= 32); "auto" where it was measured faster
-                 (B <= 8), "always" wherever it fits, "never" leaves the grid-wide variant."""
+                 (B <= 8, or 16 at H <= 256), "always" wherever it fits, "never" leaves the
+                 grid-wide variant."""
     before = ops._lstm_paths.default(
         persistent or "", step_graphs or "", tensor_cores or "", clusters or ""
     )

@@ -1,6 +1,7 @@
 // cooperative.cuh: what the persistent LSTM kernels (lstm_persistent.cu, lstm_persistent_tc.cu)
 // need from a cooperative launch: whether every block can be resident at once, and the launch
-// itself, which falls back (returns false) instead of failing when the GPU cannot make them so.
+// itself, which falls back (returns false) instead of failing when the GPU cannot make them so;
+// and whether a kernel was compiled for the architecture its code needs.
 #pragma once
 
 #include <ATen/cuda/CUDAContextLight.h>
@@ -25,6 +26,17 @@ bool all_blocks_resident(Kernel kernel, int blocks, int threads, int64_t smem) {
   int per_sm = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   return static_cast<int64_t>(per_sm) * prop->multiProcessorCount >= blocks;
+}
+
+// Whether `kernel` was compiled for virtual architecture `arch` (80 for sm_80) or newer. A kernel
+// whose body is under #if __CUDA_ARCH__ >= arch is empty in PTX for an older architecture, and a
+// build for that architecture still runs on a newer GPU (the driver compiles the PTX): it would
+// launch, do nothing, and leave its outputs unwritten.
+template <typename Kernel>
+bool compiled_for(Kernel kernel, int arch) {
+  cudaFuncAttributes attributes{};
+  C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)));
+  return attributes.ptxVersion >= arch;
 }
 
 // True if launched on the current stream. A GPU shared with other work (MPS limits, another

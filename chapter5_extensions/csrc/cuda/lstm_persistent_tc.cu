@@ -103,6 +103,19 @@ __device__ __forceinline__ int load_acquire(const int* counter) {
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
+// The pointwise part of one (unit, batch row): z holds the four gates' pre-activations (i, f, g,
+// o), c enters as c_{t-1} and leaves as c_t, act gets the activated gates; returns h_t.
+template <typename scalar_t>
+__device__ __forceinline__ float lstm_pointwise(const float (&z)[4], float& c, scalar_t (&act)[4]) {
+  const float i = sigmoid(z[0]), f = sigmoid(z[1]), g = tanhf(z[2]), o = sigmoid(z[3]);
+  c = f * c + i * g;
+  act[0] = static_cast<scalar_t>(i);
+  act[1] = static_cast<scalar_t>(f);
+  act[2] = static_cast<scalar_t>(g);
+  act[3] = static_cast<scalar_t>(o);
+  return o * tanhf(c);
+}
+
 // One (unit j, batch row b) of step t's outputs that no block reads during the recurrence: the
 // activated gates (into gates, over x_t W_ih^T) and c_t. The kernels write them after the step's
 // signal: the signal's release makes a thread wait until its earlier writes have reached L2, and
@@ -271,14 +284,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1)
         for (int w = 0; w < kWarps; ++w) sum += part[((w * 4 + gate) * rows + b) * kUnits + u];
         z[gate] = sum;
       }
-      const float i = sigmoid(z[0]), f = sigmoid(z[1]), g = tanhf(z[2]), o = sigmoid(z[3]);
-      const float c = f * c_r[p] + i * g;
-      c_r[p] = c;
-      act[p][0] = static_cast<scalar_t>(i);
-      act[p][1] = static_cast<scalar_t>(f);
-      act[p][2] = static_cast<scalar_t>(g);
-      act[p][3] = static_cast<scalar_t>(o);
-      y[t * state + static_cast<int64_t>(b) * hidden + j] = static_cast<scalar_t>(o * tanhf(c));
+      const float h = lstm_pointwise(z, c_r[p], act[p]);
+      y[t * state + static_cast<int64_t>(b) * hidden + j] = static_cast<scalar_t>(h);
     }
     if (t + 1 < steps) {
       // 5. Signal: this block's h_t is written (and its reads of part are done).
@@ -303,21 +310,33 @@ struct TcPlan {
   int64_t smem = 0;
 };
 
-template <typename scalar_t>
-TcPlan tc_plan(int64_t batch, int64_t hidden) {
+// The plan for (current device, B, H), made by make(plan) the first time and kept: a plan asks the
+// driver (attributes, occupancy), which takes microseconds a call. One cache per call site and
+// dtype, as each passes a lambda of its own type.
+template <typename Plan, typename Make>
+Plan plan_once(int64_t batch, int64_t hidden, Make make) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, int64_t, int64_t>, TcPlan> plans;
+  static std::map<std::tuple<int, int64_t, int64_t>, Plan> plans;
   const std::tuple<int, int64_t, int64_t> key{c10::cuda::current_device(), batch, hidden};
   const std::lock_guard<std::mutex> lock(mutex);
   if (const auto found = plans.find(key); found != plans.end()) return found->second;
-  TcPlan& plan = plans[key];
-  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  if (!prop->cooperativeLaunch || prop->major < 8) return plan;
-  plan.blocks = static_cast<int>(hidden / kUnits);
-  plan.smem = tc_layout(static_cast<int>(batch), static_cast<int>(hidden), sizeof(scalar_t)).total;
-  plan.fits = all_blocks_resident(lstm_forward_persistent_tc_kernel<scalar_t>, plan.blocks,
-                                  kBlockThreads, plan.smem);
+  Plan& plan = plans[key];
+  make(plan);
   return plan;
+}
+
+template <typename scalar_t>
+TcPlan tc_plan(int64_t batch, int64_t hidden) {
+  return plan_once<TcPlan>(batch, hidden, [&](TcPlan& plan) {
+    const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+    if (!prop->cooperativeLaunch || prop->major < 8) return;
+    plan.blocks = static_cast<int>(hidden / kUnits);
+    plan.smem =
+        tc_layout(static_cast<int>(batch), static_cast<int>(hidden), sizeof(scalar_t)).total;
+    plan.fits = compiled_for(lstm_forward_persistent_tc_kernel<scalar_t>, 80) &&
+                all_blocks_resident(lstm_forward_persistent_tc_kernel<scalar_t>, plan.blocks,
+                                    kBlockThreads, plan.smem);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -349,11 +368,10 @@ struct ClusterShape {
   static constexpr int kKParts = kClusterWarps / kMTiles;                // 8, 4, 2 warps split K
   static constexpr int kKTiles = kU * kClusterMaxBlocks / 16 / kKParts;  // 1, 4, 16 at most
   static constexpr int kPartPitch = kRows + 4;  // floats: lanes of one store hit distinct banks
-  static constexpr int kMaxBatch = kClusterMaxBatch;
   // The (unit, batch row) pairs of the pointwise part a thread owns.
-  static constexpr int kPairs = (kU * kMaxBatch + kClusterThreads - 1) / kClusterThreads;
+  static constexpr int kPairs = (kU * kClusterMaxBatch + kClusterThreads - 1) / kClusterThreads;
   // Batch tiles a warp multiplies before storing them: one where its A fragments take 64 of the
-  // 128 registers a thread may have (two spilled).
+  // 128 registers a thread may have (with two at once, ptxas spilled).
   static constexpr int kBatchTilesAtOnce = kKTiles > 8 ? 1 : 2;
 };
 
@@ -404,7 +422,9 @@ __device__ __forceinline__ uint32_t in_block(uint32_t local, int rank) {
   return remote;
 }
 // A transaction barrier whose phase completes after one arrival and as many bytes as that arrival
-// announces (they may land before it).
+// announces. The bytes may land before the arrival (the count of bytes still due goes below zero
+// for a while), but never those of the next phase: a block sends h_{t+1} only after it has waited
+// for every block's h_t, this one's included, so no sender can get a phase ahead of a receiver.
 __device__ __forceinline__ void barrier_init(uint32_t barrier) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -422,8 +442,10 @@ __device__ __forceinline__ void barrier_expect_bytes(uint32_t barrier, uint32_t 
       : "memory");
 #endif
 }
-// 16 bytes into block-of-the-cluster shared memory at `remote`, counted on the barrier at
-// `remote_barrier` (in the same block) once they have landed.
+// Stores 16 bytes at `remote`, a shared-memory address in a block of the cluster (from in_block;
+// the sending block itself is allowed); once they have landed, they are counted on the
+// transaction barrier at `remote_barrier`, which must be in the same block. The sender does not
+// wait for them.
 __device__ __forceinline__ void send16(uint32_t remote, int4 v, uint32_t remote_barrier) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -433,17 +455,18 @@ __device__ __forceinline__ void send16(uint32_t remote, int4 v, uint32_t remote_
       : "memory");
 #endif
 }
-// Wait until the barrier's phase of this parity has completed. The bytes st.async counted on it
-// are visible after it; an acquire at cluster scope would also make other blocks' global writes
-// visible, which costs an invalidation of this SM's L1 on every poll (CCTL.IVALL: 18% of the stall
-// samples in the version that had it) and which this kernel does not need.
+// Wait until the barrier's phase of this parity has completed. An acquire at cluster scope: the
+// st.async stores were released at cluster scope by threads of other blocks, and PTX's memory
+// model pairs a release and an acquire only when each one's scope includes the other thread. (The
+// SASS invalidates the SM's L1 after each poll for it; a wait at CTA scope measured no faster,
+// docs/perf/h100/lstm_cluster_profile.md.)
 __device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint32_t done = 0;
   while (!done) {
     asm volatile(
         "{\n .reg .pred p;\n"
-        " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
         " selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(barrier), "r"(parity)
@@ -453,7 +476,7 @@ __device__ __forceinline__ void barrier_wait(uint32_t barrier, uint32_t parity) 
 }
 
 // The same recurrence as lstm_forward_persistent_tc_kernel, for a grid that is one cluster of
-// H / kU blocks. H a multiple of 128 up to 16 kU, B <= ClusterShape<kU>::kMaxBatch.
+// H / kU blocks. H a multiple of 128 up to 16 kU, B <= 32.
 template <typename scalar_t, int kU>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     lstm_forward_cluster_tc_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ w_hh,
@@ -543,13 +566,16 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   }
   load_x(0);
   wait_async_copies();
+  // Before any block sends: every block has started, initialised its barriers, and has h0 and
+  // the zeroed padding rows in place.
   cluster_arrive();
   cluster_wait();
 
   const int send_pieces = kU * static_cast<int>(sizeof(scalar_t)) / 16;  // per batch row
   const uint32_t h_bytes = static_cast<uint32_t>(batch * hidden * sizeof(scalar_t));
   for (int t = 0; t < steps; ++t) {
-    // h_{t-1} came in step t - 1 into buffer t % 2, the ((t - 1) / 2)-th time that buffer filled.
+    // h_{t-1} came in step t - 1 into buffer t % 2: that buffer's fill number (t - 1) / 2,
+    // counting from 0, so the barrier's phase of that number, named by its parity.
     if (t > 0) barrier_wait(barrier(t % 2), ((t - 1) / 2) % 2);
     const scalar_t* h_now = h_s + static_cast<int64_t>(t % 2) * rows * pitch;
     const auto* h32 = reinterpret_cast<const uint32_t*>(h_now);
@@ -600,21 +626,15 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
         }
         z[gate] = sum;
       }
-      const float i = sigmoid(z[0]), f = sigmoid(z[1]), g = tanhf(z[2]), o = sigmoid(z[3]);
-      const float c = f * c_r[p] + i * g;
-      c_r[p] = c;
-      act[p][0] = static_cast<scalar_t>(i);
-      act[p][1] = static_cast<scalar_t>(f);
-      act[p][2] = static_cast<scalar_t>(g);
-      act[p][3] = static_cast<scalar_t>(o);
-      h_r[p] = static_cast<scalar_t>(o * tanhf(c));
+      h_r[p] = static_cast<scalar_t>(lstm_pointwise(z, c_r[p], act[p]));
       outgoing[b * kU + u] = h_r[p];
     }
     if (t + 1 < steps) {
       // 3. This block's h_t into buffer (t + 1) % 2 of every block, itself included, in 16-byte
       // pieces, and this block's barrier for that buffer told to expect all of h_t. (No block
-      // reads that buffer now: each read it in step t - 1, before sending the h_{t-1} that every
-      // block waited for at the top of this step.)
+      // reads that buffer now: each read it in step t - 1, before sending the h_{t-1} that this
+      // block waited for at the top of this step. That holds because every block waits for h from
+      // every block: an exchange with fewer partners would need a second barrier.)
       __syncthreads();
       const int next = (t + 1) % 2;
       if (threadIdx.x == 0) barrier_expect_bytes(barrier(next), h_bytes);
@@ -640,7 +660,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     if (t + 1 < steps) load_x(t + 1);
   }
   // No block leaves while another may still send to it: every send of the last exchange (step
-  // T - 2) was waited for by its receiver at the top of step T - 1.
+  // T - 2) was waited for by its receiver at the top of step T - 1. (A sender may leave with its
+  // last st.async in flight; its data left the sender's registers when it was issued.)
 #endif
 }
 
@@ -651,38 +672,45 @@ struct ClusterPlan {
   int64_t smem = 0;
 };
 
-// Launches `kernel` as one cluster of `blocks` blocks on the current stream and returns true, or
-// (with args null) asks only whether such a cluster fits on the GPU.
+// `blocks` blocks of `kernel` as one cluster on the current stream, with `smem` bytes each.
 template <typename Kernel>
-bool cluster_launch(Kernel kernel, int blocks, int64_t smem, void** args) {
+cudaLaunchConfig_t cluster_config(Kernel, int blocks, int64_t smem, cudaLaunchAttribute& cluster) {
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = blocks;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(kClusterThreads);
   config.dynamicSmemBytes = static_cast<size_t>(smem);
   config.stream = c10::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = blocks;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
+  config.attrs = &cluster;
   config.numAttrs = 1;
-  if (args == nullptr) {
-    int clusters = 0;
-    const cudaError_t error = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
-    if (error != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    return clusters >= 1;
-  }
-  // No cooperative launch needed: the hardware places a cluster's blocks together, or waits to.
-  C10_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), args));
-  return true;
+  return config;
 }
 
-// The fewest units a block that still gives a cluster of at most 16 blocks: more blocks, shorter
-// steps.
+// Whether the GPU can place such a cluster at all (16 blocks need SMs that not every part has).
+template <typename Kernel>
+bool cluster_fits(Kernel kernel, int blocks, int64_t smem) {
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t config = cluster_config(kernel, blocks, smem, cluster);
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return clusters >= 1;
+}
+
+// No cooperative launch needed: the hardware places a cluster's blocks together, or waits to.
+template <typename Kernel>
+void launch_cluster(Kernel kernel, int blocks, int64_t smem, void** args) {
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t config = cluster_config(kernel, blocks, smem, cluster);
+  C10_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), args));
+}
+
+// The smallest kU with H / kU <= 16 blocks: the more blocks share the product, the shorter a step.
 inline int cluster_units(int64_t hidden) {
   for (int units : {8, 16, 32}) {
     if (hidden / units <= kClusterMaxBlocks) return units;
@@ -708,31 +736,26 @@ void with_cluster_units(int units, Fn&& fn) {
 
 template <typename scalar_t>
 ClusterPlan cluster_plan(int64_t batch, int64_t hidden) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int, int64_t, int64_t>, ClusterPlan> plans;
-  const std::tuple<int, int64_t, int64_t> key{c10::cuda::current_device(), batch, hidden};
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (const auto found = plans.find(key); found != plans.end()) return found->second;
-  ClusterPlan& plan = plans[key];
-  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-  if (prop->major < 9 || hidden % 128 != 0 || batch < 1 || batch > kClusterMaxBatch) return plan;
-  plan.units = cluster_units(hidden);
-  if (plan.units == 0) return plan;
-  plan.blocks = static_cast<int>(hidden / plan.units);
-  with_cluster_units(plan.units, [&](auto units) {
-    constexpr int kU = decltype(units)::value;
-    if (batch > ClusterShape<kU>::kMaxBatch) return;
-    auto kernel = lstm_forward_cluster_tc_kernel<scalar_t, kU>;
-    plan.smem =
-        cluster_layout<kU>(static_cast<int>(batch), static_cast<int>(hidden), sizeof(scalar_t))
-            .total;
-    if (plan.smem > static_cast<int64_t>(prop->sharedMemPerBlockOptin)) return;
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(prop->sharedMemPerBlockOptin)));
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    plan.fits = cluster_launch(kernel, plan.blocks, plan.smem, nullptr);
+  return plan_once<ClusterPlan>(batch, hidden, [&](ClusterPlan& plan) {
+    const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+    if (prop->major < 9 || hidden % 128 != 0 || batch < 1 || batch > kClusterMaxBatch) return;
+    plan.units = cluster_units(hidden);
+    if (plan.units == 0) return;
+    plan.blocks = static_cast<int>(hidden / plan.units);
+    with_cluster_units(plan.units, [&](auto units) {
+      constexpr int kU = decltype(units)::value;
+      auto kernel = lstm_forward_cluster_tc_kernel<scalar_t, kU>;
+      plan.smem =
+          cluster_layout<kU>(static_cast<int>(batch), static_cast<int>(hidden), sizeof(scalar_t))
+              .total;
+      if (plan.smem > static_cast<int64_t>(prop->sharedMemPerBlockOptin)) return;
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(prop->sharedMemPerBlockOptin)));
+      C10_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      plan.fits = compiled_for(kernel, 90) && cluster_fits(kernel, plan.blocks, plan.smem);
+    });
   });
-  return plan;
 }
 
 }  // namespace
@@ -760,9 +783,10 @@ static bool cluster_wanted(int64_t batch, int64_t hidden) {
   const PathChoice choice = lstm_paths().clusters.load(std::memory_order_relaxed);
   if (choice != PathChoice::kAuto) return choice == PathChoice::kAlways;
   // By default where benchmarks/lstm_tc_forward.py measured it faster than the grid variant
-  // (H100, 2026-11-27, docs/perf/h100/lstm_tc_forward.md): B <= 8. From B = 16 the grid variant's
-  // 32 to 128 SMs multiply faster than the cluster's 8 to 16.
-  return batch <= 8 && hidden <= 16 * 32;
+  // (H100, 2026-11-27, docs/perf/h100/lstm_tc_forward.md): B <= 8, and B <= 16 at H <= 256.
+  // Past that the product takes over the step: the grid variant spreads it over H / 8 blocks (64
+  // at H = 512), the cluster over 16.
+  return hidden <= 16 * 32 && (batch <= 8 || (batch <= 16 && hidden <= 256));
 }
 
 bool lstm_forward_persistent_tc(at::Tensor& gates, const at::Tensor& w_hh, const at::Tensor& bias,
@@ -790,8 +814,9 @@ bool lstm_forward_persistent_tc(at::Tensor& gates, const at::Tensor& w_hh, const
         void* args[] = {&g, &w, &b, &h, &c, &out, &steps, &batch, &hidden};
         with_cluster_units(plan.units, [&](auto units) {
           constexpr int kU = decltype(units)::value;
-          launched = cluster_launch(lstm_forward_cluster_tc_kernel<scalar_t, kU>, plan.blocks,
-                                    plan.smem, args);
+          launch_cluster(lstm_forward_cluster_tc_kernel<scalar_t, kU>, plan.blocks, plan.smem,
+                         args);
+          launched = true;
         });
         if (launched) return;
       }
