@@ -1,8 +1,9 @@
 // lstm_persistent_tc.cu: the forward recurrence of custom_ops::lstm in float16 and bfloat16 as
 // one kernel launch whose products run on tensor cores, with W_hh held in registers for all T
-// steps. lstm.cu tries it before lstm_persistent.cu's kernel (which multiplies on CUDA cores) and
-// before its step loop. Lesson: further/lstm_layer_bounds.md; design:
-// docs/design/lstm_fp16_persistent.md.
+// steps, in two variants: a grid of H / 8 blocks, and for H <= 512 on sm_90 one thread-block
+// cluster (below). lstm.cu tries it before lstm_persistent.cu's kernel (which multiplies on CUDA
+// cores) and before its step loop. Lessons: further/lstm_layer_bounds.md, further/lstm_cluster.md;
+// design: docs/design/lstm_fp16_persistent.md.
 //
 // Why: cuDNN's persistent algorithm, which PyTorch picks for float16 (and so under autocast), keeps
 // the weights on chip and was up to 2x faster than our CUDA-core persistent kernel and our step
@@ -340,22 +341,14 @@ TcPlan tc_plan(int64_t batch, int64_t hidden) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The cluster variant (sm_90 and newer). Above, every step ends with a count in global memory
-// (a release, then each block polls it) and starts with each block copying all of h_{t-1} from
-// L2: about 40% of the stall samples at B = 8 (docs/perf/h100/lstm_tc_profile.md). For H <= 512
-// the whole layer fits on a few SMs (W_hh for H = 512 in float16 is 2 MiB: 128 KB of registers on
-// each of 16 SMs), and Hopper can launch those blocks as one thread-block cluster: blocks that
-// are resident together, can write each other's shared memory (distributed shared memory, DSMEM)
-// and meet at a barrier in hardware. A step then ends with each block sending its slice of h_t
-// into every block's shared memory with asynchronous stores (st.async), each of which counts its
-// bytes on the receiving block's transaction barrier (an mbarrier told how many bytes to expect);
-// a block starts the next step when its barrier has counted all of h_t. Nothing goes through L2
-// but the outputs, and no thread waits for its own stores: the cluster-wide barrier
-// (barrier.cluster.arrive.release) that a first version used compiles to a GPU-wide memory fence
-// (MEMBAR.ALL.GPU), where a fifth to a quarter of the stall samples waited (Nsight Compute, H100,
-// docs/perf/h100/lstm_cluster_profile.md). Block r of the cluster owns kU hidden units:
-// 4 kU gate rows of W_hh as A fragments, 16 warps, warp w multiplying m-tile w % (kU / 4) over
-// one of the 16 / (kU / 4) parts of K.
+// The cluster variant (sm_90 and newer; lesson: further/lstm_cluster.md). For H <= 512 the layer
+// fits on at most 16 SMs, which Hopper can launch as one thread-block cluster: blocks resident
+// together that can write each other's shared memory. Instead of the grid variant's counter and
+// copy through L2, each block sends its slice of h_t into every block's shared memory with
+// st.async, and each block waits on its own transaction barrier (an mbarrier that counts the
+// bytes of h_t as they land). Block r owns kU hidden units: their 4 kU gate rows of W_hh as A
+// fragments in the registers of 16 warps, warp w multiplying m-tile w % (kU / 4) over one of the
+// 16 / (kU / 4) parts of K.
 constexpr int kClusterWarps = 16;
 constexpr int kClusterThreads = 32 * kClusterWarps;
 constexpr int kClusterMaxBlocks = 16;  // the largest cluster Hopper allows (8 without opting in)
