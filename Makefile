@@ -53,6 +53,12 @@ ifeq ($(shell nvidia-smi -L 2>/dev/null),)
 export TRITON_INTERPRET := 1
 endif
 endif
+# torch.compile on the CPU (inductor) first asks, in every new process, which vector instruction
+# sets the compiler can build: it compiles a test file per set and loads each in a new Python that
+# imports torch, about 7 s on 2 cores. make test starts dozens of processes that compile; this
+# trusts the CPU's own flags (/proc/cpuinfo) instead. Unset it (make ... TORCHINDUCTOR_VEC_ISA_OK=)
+# if a compile ever fails for an instruction set your compiler lacks.
+export TORCHINDUCTOR_VEC_ISA_OK ?= 1
 # A toolkit with only nvcc lacks the cuBLAS/cuSPARSE headers that ATen/cuda/CUDAContext.h
 # includes; torch's pip wheels bring them in .venv's site-packages/nvidia/cu13/include. This is
 # for your own builds in a shell that ran make before: in a fresh clone make cannot see the .venv
@@ -81,7 +87,7 @@ help:
 	@echo "make doctor     check python, torch, nvcc, CUDA_HOME, ninja, compiler, GPU, arch list"
 	@echo "make gpu-check  on a GPU machine: build, every test, compute-sanitizer"
 	@echo "make gpu-bench  on a GPU machine: every chapter's benchmark and profile"
-	@echo "make check EX=ch3/gelu   grade your exercise (SOLUTION=1: the reference solution)"
+	@echo "make check EX=ch3/gelu   grade your exercise (EX=ch3: all of chapter 3's; SOLUTION=1: the reference solution)"
 	@echo "make docs       serve the course as a website on http://127.0.0.1:8000 (mkdocs)"
 	@echo "make lint       ruff (Python) and clang-format (C++/CUDA) in check mode"
 	@echo "make stable-check   chapter 5's stable-ABI wheel: ABI audit, then run on a newer torch"
@@ -156,7 +162,7 @@ stable-matrix: $(ENV_READY)
 # in its "Error N" line and, as for any failed command, exits 2 itself: only 0 is a pass.
 check: $(ENV_READY)
 ifeq ($(strip $(EX)),)
-	@echo "usage: make check EX=ch3/gelu [SOLUTION=1]; the exercises:"
+	@echo "usage: make check EX=ch3/gelu [SOLUTION=1] (EX=ch3: every chapter 3 exercise); the exercises:"
 	@$(PY) tools/check_exercise.py --list
 else
 	@$(TAKE_CXX_FIX); $(PY) tools/check_exercise.py $(EX) $(if $(SOLUTION),--solution)

@@ -1,10 +1,9 @@
 """Every exercise is solvable and its checks can fail: the reference solution passes the checker
 (`tools/check_exercise.py`, what `make check EX=...` runs) and the untouched TODO stub fails it.
 
-The checker runs as a subprocess, as a learner runs it: each exercise registers its ops under a
-fixed name, so a stub and its solution cannot be loaded into one process. All runs start at once,
-as many at a time as there are cores (each build is one compiler process), and the tests then
-read their results.
+The checker's checks run in its child process, as for a learner: every solution in one child
+and every stub in another, side by side (each exercise registers its ops under a fixed name, so a
+stub and its solution cannot be loaded into one process), and the tests then read their results.
 """
 
 from __future__ import annotations
@@ -75,7 +74,7 @@ def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
     benchmarks: runs side by side would share the GPU and slow each other down.
 
     Once per test run, whatever the number of processes: the first process to ask runs the
-    checker (its 32 builds) and writes the results to build/, under a lock; another pytest-xdist
+    checker (32 builds, two child processes) and writes the results to build/, under a lock; another pytest-xdist
     worker of the same run waits on the lock and reads them. (Grouping the tests on one worker
     is not enough: under pytest -n the slow tests run first and the group's tests, spread among
     the others, were seen set up on two workers, each paying the 32 builds.)"""
@@ -93,27 +92,34 @@ def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
                 )
                 for key, r in saved.items()
             }
-        jobs = [(ex, kind) for ex in EXERCISES for kind in ("solution", "stub")]
+        # Two batches side by side, each one child process that imports torch once (the solutions
+        # and the stubs register the same op names: they cannot share a process).
         stubs = {ex: pristine_stub(ex) for ex in EXERCISES}
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            results = dict(
+        Job = check_exercise.Job
+        batches = {
+            "solution": [
+                Job(ex, check_exercise.find_exercise(ex).solution, "solution") for ex in EXERCISES
+            ],
+            "stub": [
+                Job(ex, stubs[ex], check_exercise.file_variant(stubs[ex])) for ex in EXERCISES
+            ],
+        }
+        with ThreadPoolExecutor(max_workers=len(batches)) as pool:
+            verdicts = dict(
                 zip(
-                    jobs,
+                    batches,
                     pool.map(
-                        lambda job: run_checker(
-                            job[0],
-                            "--no-benchmark",
-                            *(
-                                ["--solution"]
-                                if job[1] == "solution"
-                                else ["--source", str(stubs[job[0]])]
-                            ),
-                        ),
-                        jobs,
+                        lambda jobs: check_exercise.check_all(jobs, ["--no-benchmark"], echo=False),
+                        batches.values(),
                     ),
                     strict=True,
                 )
             )
+        results = {
+            (job.exercise_id, kind): subprocess.CompletedProcess([], v.status, v.output, "")
+            for kind, jobs in batches.items()
+            for job, v in zip(jobs, verdicts[kind], strict=True)
+        }
         saved = {
             "|".join(job): {"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
             for job, r in results.items()
@@ -410,19 +416,41 @@ def test_checker_stops_a_check_that_never_ends_and_leaves_no_process():
 
 
 @pytest.mark.slow
-def test_checker_names_the_check_a_crash_happened_in_and_shows_its_stack():
+def test_a_crash_names_its_check_and_the_next_exercise_is_checked_in_a_new_child():
     source = solution_with(
         "ch1/keyword_args",
         "crash",
         "  std::vector<double> out(values.size());",
         "  *static_cast<volatile int*>(nullptr) = 0;\n  std::vector<double> out(values.size());",
     )
-    result = run_checker("ch1/keyword_args", "--source", str(source))
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert re.search(r"^  CRASH  ", result.stdout, flags=re.M), result.stdout
-    assert "SIGSEGV" in result.stdout
+    Job = check_exercise.Job
+    crashed, after = check_exercise.check_all(
+        [
+            Job("ch1/keyword_args", source, check_exercise.file_variant(source)),
+            Job("ch1/errors", check_exercise.find_exercise("ch1/errors").solution, "solution"),
+        ],
+        ["--no-benchmark"],
+        echo=False,
+    )
+    assert crashed.status == check_exercise.NOT_YET, crashed.output
+    assert re.search(r"^  CRASH  ", crashed.output, flags=re.M), crashed.output
+    assert "SIGSEGV" in crashed.output
     # faulthandler in the child: what it printed last is the Python stack at the crash.
-    assert "Segmentation fault" in result.stdout.split("What it printed last:")[1], result.stdout
+    assert "Segmentation fault" in crashed.output.split("What it printed last:")[1], crashed.output
+    assert after.status == check_exercise.PASSED, after.output
+    assert after.output.startswith("== ch1/errors: ") and "ch1/errors: PASSED (" in after.output
+
+
+@pytest.mark.slow
+@SHARES_CHECKER_RUNS
+def test_a_chapter_names_all_its_exercises_and_gets_a_summary(checker_runs):
+    """make check EX=ch1: every chapter 1 exercise, one after another (built by checker_runs)."""
+    result = run_checker("ch1", "--solution", "--no-benchmark")
+    assert result.returncode == 0, result.stdout + result.stderr
+    chapter = [ex for ex in EXERCISES if ex.startswith("ch1/")]
+    assert re.findall(r"^== (ch1/\w+): ", result.stdout, flags=re.M) == chapter, result.stdout
+    summary = result.stdout.split(f"{len(chapter)} exercises:\n")[1]
+    assert [line.split() for line in summary.splitlines()] == [[ex, "PASSED"] for ex in chapter]
 
 
 @pytest.mark.slow
@@ -443,6 +471,12 @@ def test_an_empty_cuda_kernel_fails_the_checks_on_a_gpu():
     assert result.returncode == 1, result.stdout + result.stderr
     assert "ch3/gelu: NOT YET" in result.stdout
     assert re.search(r"^  FAIL  .*cuda", result.stdout, flags=re.M), result.stdout
+
+
+def test_source_with_several_exercises_is_a_usage_error():
+    result = run_checker("ch1", "--source", "my_file.cpp")
+    assert result.returncode == 4
+    assert "--source names one file, for one exercise; got 4: ch1/errors" in result.stderr
 
 
 def test_a_misspelt_exercise_gets_a_did_you_mean():
@@ -499,7 +533,10 @@ def run_make_check(*variables: str) -> subprocess.CompletedProcess:
 def test_make_check_without_ex_lists_the_exercises_and_succeeds():
     result = run_make_check(f"PY={sys.executable}")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "usage: make check EX=ch3/gelu [SOLUTION=1]; the exercises:" in result.stdout
+    assert (
+        "usage: make check EX=ch3/gelu [SOLUTION=1] (EX=ch3: every chapter 3 exercise); the exercises:"
+        in (result.stdout)
+    )
     assert result.stdout.split("the exercises:\n", 1)[1].split() == EXERCISES
     assert "Error" not in result.stderr, result.stderr
 

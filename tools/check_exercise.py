@@ -2,12 +2,18 @@
 
     make check EX=ch3/gelu                        # your file: chapter3_cuda_kernels/exercises/gelu.cu
     make check EX=ch3/gelu SOLUTION=1             # the reference solution instead
+    make check EX=ch2                             # every chapter 2 exercise, in turn
+    make check EX="ch2/leaky_relu ch3/gelu"       # these two
     python tools/check_exercise.py ch3/gelu --source my_gelu.cu
     python tools/check_exercise.py --list         # every exercise
 
 An exercise `chN/name` lives in chapterN_*/exercises/: `check_name.py` holds its checks (the
 specification, read it) and names the file you write (SOURCE, a `TODO` stub until you do); the
 reference solution is solutions/chapterN_*/<SOURCE>.
+
+The checks run in a child process, so that a crash in your code still gets a verdict. Several
+exercises share one child, one after another: torch is imported once, not once each (about
+1.3 s of a check that is otherwise cached). If one crashes, a new child checks the rest.
 
 Exit status (a script that grades with this counts only 0 as a pass):
     0  passed: every check passed (a check that needs a GPU may be skipped, as chapter 1's are)
@@ -16,6 +22,7 @@ Exit status (a script that grades with this counts only 0 as a pass):
     3  not graded on this machine: a CUDA exercise without a GPU; the CPU checks passed, but the
        kernel did not run, and an empty kernel passes them too
     4  usage: no such exercise or file, or no exercise named (the exercises are listed)
+For several exercises: 0 if every one passed, else the status of the first that did not.
 """
 
 from __future__ import annotations
@@ -47,6 +54,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # check files import `
 
 # The exit status, as the module docstring lists it.
 PASSED, NOT_YET, BUILD_FAILED, NOT_GRADED_HERE, USAGE = 0, 1, 2, 3, 4
+VERDICT_NAMES = {  # the summary of several exercises
+    PASSED: "PASSED",
+    NOT_YET: "NOT YET",
+    BUILD_FAILED: "BUILD FAILED",
+    NOT_GRADED_HERE: "CPU CHECKS PASSED, not graded here (no GPU)",
+}
 
 
 @dataclass
@@ -70,7 +83,7 @@ class Exercise:
     @property
     def source(self) -> str:
         """The check file's SOURCE, read without importing it. The parent process of a check
-        (check() below) needs only this, and not importing torch there halves a check's time."""
+        (check_all() below) needs only this, and not importing torch there halves a check's time."""
         for node in ast.parse(self.check_file.read_text()).body:
             if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [
                 "SOURCE"
@@ -323,36 +336,58 @@ def stop_process_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def check(exercise_id: str, source: Path | None, variant: str, flags: list[str]) -> int:
-    """Run the build and the checks in a child process and pass its output through. Learner code
-    can end a process where Python cannot catch it: a registration that throws while the library
-    loads (std::terminate), a segfault, a callback without the GIL. Then the child dies, and this
-    process still gives a verdict, naming the check that was running."""
-    try:
-        exercise = find_exercise(exercise_id)
-    except LookupError as e:
-        print(e)
-        return USAGE
-    if source is None:
-        source = exercise.solution if variant == "solution" else exercise.folder / exercise.source
-    if not source.exists():
-        print(f"{exercise_id}: {source} does not exist")
-        return USAGE
-    shown = source.relative_to(REPO) if source.is_relative_to(REPO) else source
-    print(f"== {exercise_id}: {shown}", flush=True)
-    start = time.perf_counter()
+@dataclass
+class Job:
+    """One exercise to check: which, the file to build, and which build folder it gets."""
+
+    exercise_id: str
+    source: Path
+    variant: str  # "solution", "exercise", or "file_<hash>" for --source
+
+
+@dataclass
+class Verdict:
+    status: int  # the exit status, as the module docstring lists it
+    output: str  # what the check printed, as the learner saw it
+
+
+def check_all(jobs: list[Job], flags: list[str], echo: bool = True) -> list[Verdict]:
+    """Build and check each job in a child process, one after another in the same child (torch
+    is imported once), and return a verdict per job. Learner code can end a process where Python
+    cannot catch it: a registration that throws while the library loads (std::terminate), a
+    segfault, a callback without the GIL. Then the child dies, this process still gives that job
+    a verdict, naming the check that was running, and a new child takes the jobs left.
+    echo=False collects each job's output without printing it (a script's or a test's use)."""
+    verdicts: list[Verdict] = []
+    while len(verdicts) < len(jobs):
+        verdicts += _run_child(jobs[len(verdicts) :], flags, echo)
+    return verdicts
+
+
+def _run_child(jobs: list[Job], flags: list[str], echo: bool) -> list[Verdict]:
+    """One child process for these jobs: the verdicts of those it finished, and of the one it
+    died in, if it died."""
+    verdicts: list[Verdict] = []
+    lines: list[str] = []  # the current job's output
+
+    def say(text: str) -> None:
+        lines.append(text)
+        if echo:
+            print(text, end="", flush=True)
+
+    job_args = [a for j in jobs for a in ("--job", j.exercise_id, str(j.source), j.variant)]
     with tempfile.TemporaryFile(mode="w+") as stderr:
         # A process group of its own: a timeout or a Ctrl-C here stops the child and all it
         # started, and nothing is left running on the learner's machine.
         child = subprocess.Popen(
-            [sys.executable, __file__, exercise_id, "--source", str(source), "--child", *flags],
+            [sys.executable, __file__, "--child", *job_args, *flags],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
-            env={**os.environ, "EXERCISE_VARIANT": variant},
             start_new_session=True,
         )
         built, running, limit = False, None, CHECK_TIME_LIMIT_S
+        start, stderr_from = time.perf_counter(), 0
         deadline: list[float | None] = [None]  # when the running check must have ended
         timed_out = threading.Event()
 
@@ -371,7 +406,19 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         try:
             for line in child.stdout:
-                if line.startswith(MARK + "built"):
+                if line.startswith(MARK + "start"):
+                    job = jobs[len(verdicts)]
+                    shown = (
+                        job.source.relative_to(REPO)
+                        if job.source.is_relative_to(REPO)
+                        else job.source
+                    )
+                    if echo and verdicts:
+                        print()  # between two exercises
+                    say(f"== {job.exercise_id}: {shown}\n")
+                    built, running, start = False, None, time.perf_counter()
+                    stderr_from = os.fstat(stderr.fileno()).st_size  # this job's errors start here
+                elif line.startswith(MARK + "built"):
                     built = True
                 elif line.startswith(MARK + "done"):
                     deadline[0] = None
@@ -379,50 +426,58 @@ def check(exercise_id: str, source: Path | None, variant: str, flags: list[str])
                     running = line.removeprefix(MARK + "running ").strip()
                     limit = CHECK_TIME_LIMIT_S * (3 if running == "benchmark" else 1)
                     deadline[0] = time.monotonic() + limit
+                elif line.startswith(MARK + "verdict "):
+                    verdicts.append(Verdict(int(line.split()[1]), "".join(lines)))
+                    lines.clear()
                 else:
-                    print(line, end="", flush=True)
+                    say(line)
             returncode = child.wait()
         except KeyboardInterrupt:
-            print(f"\n{exercise_id}: interrupted; the check and all it started are stopped")
-            return 130
+            print(
+                f"\n{jobs[len(verdicts)].exercise_id}: interrupted; the check and all it started are stopped"
+            )
+            sys.exit(130)
         finally:
             if child.poll() is None:
                 stop_process_group(child)
-        stderr.seek(0)
+        if len(verdicts) == len(jobs):  # every job has its verdict
+            return verdicts
+        stderr.seek(stderr_from)
         errors = stderr.read()
+    exercise_id = jobs[len(verdicts)].exercise_id
+    if not lines:  # it died before its first job started (a broken torch install, say)
+        say(f"== {exercise_id}\n")
     if timed_out.is_set():
-        print(f"  TIMEOUT  {running}")
-        print(
+        say(f"  TIMEOUT  {running}\n")
+        say(
             f"        no verdict after {limit:.0f} s in this check: an infinite loop, or a kernel "
-            "that never ends? The check was stopped (EXERCISE_CHECK_TIMEOUT sets the limit)."
+            "that never ends? The check was stopped (EXERCISE_CHECK_TIMEOUT sets the limit).\n"
         )
-        print(f"{exercise_id}: NOT YET (timed out). Look for a loop that cannot end.")
-        return NOT_YET
-    if returncode in (PASSED, NOT_YET, BUILD_FAILED, NOT_GRADED_HERE):  # the child's verdict
-        return returncode
+        say(f"{exercise_id}: NOT YET (timed out). Look for a loop that cannot end.\n")
+        return [*verdicts, Verdict(NOT_YET, "".join(lines))]
     # The C++ message, without the stack of frames that c10 appends to it.
     errors = re.split(r"^(?:Exception raised from|frame #0)", errors, maxsplit=1, flags=re.M)[0]
-    lines = [line for line in errors.strip().splitlines() if "No CUDA runtime is found" not in line]
+    shown = [line for line in errors.strip().splitlines() if "No CUDA runtime is found" not in line]
     why = f"signal {-returncode}" if returncode < 0 else f"exit {returncode}"
     with contextlib.suppress(ValueError):
         why += f", {signal.Signals(-returncode).name}"
     elapsed = time.perf_counter() - start
     if not built:
-        print(f"LOADING FAILED after {elapsed:.1f} s ({why}): it compiled, and loading it threw:")
-        print("\n".join(lines[-20:]))
-        return BUILD_FAILED
-    print(f"  CRASH  {running or 'after the last check above'}")
-    print(f"        the process died ({why}) in this check. What it printed last:")
+        say(f"LOADING FAILED after {elapsed:.1f} s ({why}): it compiled, and loading it threw:\n")
+        say("\n".join(shown[-20:]) + "\n")
+        return [*verdicts, Verdict(BUILD_FAILED, "".join(lines))]
+    say(f"  CRASH  {running or 'after the last check above'}\n")
+    say(f"        the process died ({why}) in this check. What it printed last:\n")
     # faulthandler's report lists the newest frame first: show it from its top.
-    top = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
-    shown = lines[top : top + 16] if top is not None else lines[-12:]
-    print("\n".join(f"        {line}" for line in shown))
-    print(f"{exercise_id}: NOT YET (it crashed). Fix the crash first.")
-    return NOT_YET
+    top = next((i for i, line in enumerate(shown) if line.startswith("Fatal Python error")), None)
+    shown = shown[top : top + 16] if top is not None else shown[-12:]
+    say("\n".join(f"        {line}" for line in shown) + "\n")
+    say(f"{exercise_id}: NOT YET (it crashed). Fix the crash first.\n")
+    return [*verdicts, Verdict(NOT_YET, "".join(lines))]
 
 
 def check_in_this_process(exercise_id: str, source: Path, variant: str, benchmark: bool) -> int:
-    """The child's side of check(): build, then print each check's verdict as it comes."""
+    """The child's side of check_all(), for one job: build, then print each check's verdict as it comes."""
     import grading  # imports torch: here, in the child, and never in the parent
 
     exercise = find_exercise(exercise_id)
@@ -484,13 +539,31 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message}\n")
 
 
+def file_variant(source: Path) -> str:
+    """The build folder's suffix for a file named with --source: one folder per file, so that two
+    files checked in turn do not rebuild each other."""
+    return "file_" + hashlib.sha1(str(source.resolve()).encode()).hexdigest()[:8]
+
+
+def expand(names: list[str]) -> list[str]:
+    """Exercise ids, with a chapter ("ch2") standing for all of its exercises."""
+    ids = []
+    for name in names:
+        whole_chapter = [i for i in all_exercise_ids() if i.startswith(name + "/")]
+        ids += whole_chapter if re.fullmatch(r"ch\d+", name) and whole_chapter else [name]
+    return list(dict.fromkeys(ids))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(
         description=__doc__.splitlines()[0],
         epilog="exit status: 0 passed, 1 not yet, 2 build failed, 3 not graded on this machine "
-        "(a CUDA exercise without a GPU), 4 usage",
+        "(a CUDA exercise without a GPU), 4 usage; for several exercises, 0 if every one passed, "
+        "else the status of the first that did not",
     )
-    parser.add_argument("exercise", nargs="?", help="e.g. ch3/gelu")
+    parser.add_argument(
+        "exercise", nargs="*", help="e.g. ch3/gelu, several, or a chapter: ch3 (all of its)"
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--solution", action="store_true", help="check the reference solution")
     which.add_argument("--source", type=Path, help="check this file instead of the exercise's")
@@ -501,20 +574,10 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the large checks and the benchmark (for a run under compute-sanitizer)",
     )
     parser.add_argument("--list", action="store_true", help="list the exercises")
+    # The child process of check_all(): the jobs it runs, each EXERCISE SOURCE VARIANT.
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--job", nargs=3, action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.list or not args.exercise:
-        if not args.list:
-            parser.print_usage()
-        print("\n".join(all_exercise_ids()))
-        return PASSED if args.list else USAGE
-    if os.environ.get("EXERCISE_VARIANT"):  # the child process of check(): the parent's build
-        variant = os.environ["EXERCISE_VARIANT"]
-    elif args.source:
-        digest = hashlib.sha1(str(args.source.resolve()).encode()).hexdigest()[:8]
-        variant = f"file_{digest}"
-    else:
-        variant = "solution" if args.solution else "exercise"
     if args.child:
         # A crash in the learner's code (SIGSEGV, SIGABRT) prints the Python stack to stderr,
         # which the parent shows: the check that was running, and the line in it.
@@ -522,9 +585,43 @@ def main(argv: list[str] | None = None) -> int:
         if args.small:
             os.environ["EXERCISE_CHECK_SMALL"] = "1"
         benchmark = not (args.no_benchmark or args.small)
-        return check_in_this_process(args.exercise, args.source, variant, benchmark)
+        for exercise_id, source, variant in args.job:
+            print(MARK + "start", flush=True)
+            status = check_in_this_process(exercise_id, Path(source), variant, benchmark)
+            print(MARK + f"verdict {status}", flush=True)
+        return PASSED
+    if args.list or not args.exercise:
+        if not args.list:
+            parser.print_usage()
+        print("\n".join(all_exercise_ids()))
+        return PASSED if args.list else USAGE
+    ids = expand(args.exercise)
+    if args.source and len(ids) > 1:
+        parser.error(f"--source names one file, for one exercise; got {len(ids)}: {' '.join(ids)}")
+    jobs = []
+    for exercise_id in ids:
+        try:
+            exercise = find_exercise(exercise_id)
+        except LookupError as e:
+            print(e)
+            return USAGE
+        if args.source:
+            source, variant = args.source, file_variant(args.source)
+        elif args.solution:
+            source, variant = exercise.solution, "solution"
+        else:
+            source, variant = exercise.folder / exercise.source, "exercise"
+        if not source.exists():
+            print(f"{exercise_id}: {source} does not exist")
+            return USAGE
+        jobs.append(Job(exercise_id, source.resolve(), variant))
     flags = [f for f in ("--no-benchmark", "--small") if getattr(args, f[2:].replace("-", "_"))]
-    return check(args.exercise, args.source, variant, flags)
+    verdicts = check_all(jobs, flags)
+    if len(jobs) > 1:
+        print(f"\n{len(jobs)} exercises:")
+        for job, verdict in zip(jobs, verdicts, strict=True):
+            print(f"  {job.exercise_id:20} {VERDICT_NAMES[verdict.status]}")
+    return next((v.status for v in verdicts if v.status != PASSED), PASSED)
 
 
 if __name__ == "__main__":
