@@ -1,6 +1,7 @@
 """Two ops written each way the course shows: fused_bias_relu's forward (y = relu(x * scale +
 bias), elementwise) and reduce_sum (the sum of all elements), as CUDA C++ in the package
-(custom_ops), NVRTC in process, Triton, Helion, and what PyTorch does itself (eager,
+(custom_ops), NVRTC in process (through torch and through cuda.core), Triton, Helion, and what
+PyTorch does itself (eager,
 torch.compile). Per op and way: GPU time and the fraction of the copy floor at 2^20, 2^24 and 2^28
 elements in float32 and bfloat16, back to back, the first call's time in a new process with empty
 caches (cold) and with the caches of a first run (warm), the lines of kernel code, and whether
@@ -9,6 +10,8 @@ autograd, torch.compile(fullgraph=True), torch.export, CUDA graphs and CPU tenso
     python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --out DIR   # a GPU
     python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --plot-from DIR/kernel_languages.json
     python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --markdown-from DIR/kernel_languages.json
+    python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --ops reduce_sum --out DIR2
+    python chapter5_extensions/kernel_languages/benchmark_kernel_languages.py --merge A.json B.json --out DIR
 
 Timed with gpu_timer.py, the course's one GPU timer (chapter5_extensions/benchmarks/): median GPU
 ms of 30 calls, cold L2, the ways of one size taking turns, three rounds; and back to back, 10
@@ -46,7 +49,7 @@ EXPONENTS = (20, 24, 28)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # fused_bias_relu's forward (memory-bound, elementwise) and reduce_sum (a reduction to one number).
 OPS = ("fused_bias_relu", "reduce_sum")
-WAYS = ["eager PyTorch", "torch.compile", "CUDA C++ (custom_ops)", "NVRTC", "Triton"]
+WAYS = ["eager PyTorch", "torch.compile", "CUDA C++ (custom_ops)", "NVRTC", "cuda.core", "Triton"]
 # Helion is optional (helion_fused_bias_relu.py says how to install it): measured where it is.
 if importlib.util.find_spec("helion") is not None:
     WAYS.append("Helion")
@@ -82,6 +85,7 @@ def make_way(op: str, way: str):
             return lambda x, bias: custom_ops.fused_bias_relu(x, bias, SCALE)
         module = {
             "NVRTC": "nvrtc_fused_bias_relu",
+            "cuda.core": "cuda_core_fused_bias_relu",
             "Triton": "triton_fused_bias_relu",
             "Helion": "helion_fused_bias_relu",
         }[way]
@@ -90,6 +94,7 @@ def make_way(op: str, way: str):
     module = {
         "CUDA C++ (custom_ops)": "custom_ops",
         "NVRTC": "nvrtc_reduce_sum",
+        "cuda.core": "cuda_core_reduce_sum",
         "Triton": "triton_reduce_sum",
         "Helion": "helion_reduce_sum",
     }[way]
@@ -152,6 +157,10 @@ def kernel_lines(op: str) -> dict:
         "CUDA C++ (custom_ops)": code_lines(cuda_cpp),
         # The kernel's file and the helpers it shares with the other NVRTC kernel.
         "NVRTC": code_lines(
+            (HERE / "nvrtc_common.cuh").read_text() + (HERE / f"{op}_nvrtc.cu").read_text()
+        ),
+        # The same file: what differs is the Python that compiles and launches it.
+        "cuda.core": code_lines(
             (HERE / "nvrtc_common.cuh").read_text() + (HERE / f"{op}_nvrtc.cu").read_text()
         ),
         "Triton": code_lines(triton),
@@ -246,8 +255,8 @@ def nvcc_seconds(op: str) -> float:
 
 
 def start_times(op: str, way: str) -> dict:
-    """Cold: empty Triton, Inductor and Helion caches (NVRTC keeps none). Warm: the same caches
-    again."""
+    """Cold: empty Triton, Inductor and Helion caches (NVRTC and cuda.core keep none here). Warm:
+    the same caches again."""
     if way == "eager PyTorch":
         return {"cold_s": None, "warm_s": None}
     with tempfile.TemporaryDirectory() as caches:
@@ -303,9 +312,9 @@ def one_size(timer, op: str, fns: dict, dtype_name: str, e: int) -> list[dict]:
     ]
 
 
-def bandwidth_rows(timer) -> list[dict]:
+def bandwidth_rows(timer, ops: list[str]) -> list[dict]:
     rows = []
-    for op in OPS:
+    for op in ops:
         for dtype_name in DTYPES:
             for e in EXPONENTS:
                 torch._dynamo.reset()  # a graph per size, as a model with static shapes gets
@@ -349,7 +358,7 @@ def to_markdown(result: dict) -> str:
                 out.append(f"| {way} | {dtype} | " + " | ".join(cells) + " |")
         return out
 
-    for op in OPS:
+    for op in result["starts"]:  # the ops measured
         # Back to back first: what a loop of calls pays. GPU time beside it: what the kernel costs.
         lines += [
             "",
@@ -389,24 +398,24 @@ def to_markdown(result: dict) -> str:
             if f.startswith("no: ")
         ]
         lines += ["", *(f"- No: {r}" for r in refusals)]
+    first_op = next(iter(result["starts"]))
     copy = {
-        (r["dtype"], r["elements"]): r["copy_gbps"]
-        for r in result["rows"]
-        if r["op"] == "fused_bias_relu"
+        (r["dtype"], r["elements"]): r["copy_gbps"] for r in result["rows"] if r["op"] == first_op
     }
     lines += [
         "",
-        "copy_ of x, GB/s (read and write), in the fused_bias_relu rows: "
+        f"copy_ of x, GB/s (read and write), in the {first_op} rows: "
         + "; ".join(f"{d} 2^{e}: {copy[(d, 2**e)]:,.0f}" for d in DTYPES for e in EXPONENTS)
         + ".",
         "",
         "Cold: a new process, empty Triton, Inductor and Helion caches, from importing the way to its "
         "first result on 2^20 float32 elements (the CUDA context made before); for CUDA C++ "
         "nvcc on `csrc/cuda/<op>.cu` with the build's own command, plus the warm "
-        "time. Warm: the same in a second process with the caches the first left (NVRTC keeps "
-        "none: it compiles again). Kernel lines: the device code without blank and "
+        "time. Warm: the same in a second process with the caches the first left (NVRTC and "
+        "cuda.core keep none: they compile again). Kernel lines: the device code without blank and "
         "comment lines (CUDA C++: the `__global__` template and, for reduce_sum, its two "
-        "`__device__` helpers; NVRTC: its whole `.cu` file; Triton: the `@triton.jit` functions; "
+        "`__device__` helpers; NVRTC and cuda.core: the same whole `.cu` file; Triton: the "
+        "`@triton.jit` functions; "
         "Helion: the `@helion.kernel` function; PyTorch: the Python function).",
         "",
     ]
@@ -442,8 +451,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write kernel_languages.{md,json,png} here")
     parser.add_argument("--plot-from", type=Path, help="redraw the PNG from a JSON, no GPU")
     parser.add_argument("--markdown-from", type=Path, help="rewrite the .md from a JSON, no GPU")
+    parser.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS), help="only these")
+    parser.add_argument(
+        "--merge", nargs="+", type=Path, help="one result of runs with other --ops (with --out)"
+    )
     parser.add_argument("--probe", nargs=2, help=argparse.SUPPRESS)  # op, way: in a new process
     args = parser.parse_args(argv)
+    if args.merge:
+        # Two runs of one machine and day, one op each (a run of both ops is near the device
+        # tool's 10 minutes a command): the first run's header, both runs' rows.
+        runs = [json.loads(path.read_text()) for path in args.merge]
+        result = {"header": runs[0]["header"], "rows": [r for run in runs for r in run["rows"]]}
+        for key in ("starts", "lines", "features"):
+            result[key] = {op: v for run in runs for op, v in run[key].items()}
+        write(result, args.out)
+        return 0
     if args.markdown_from:
         result = json.loads(args.markdown_from.read_text())
         args.markdown_from.with_suffix(".md").write_text(to_markdown(result))
@@ -474,19 +496,25 @@ def main(argv: list[str] | None = None) -> int:
             "cuda": torch.version.cuda,
             "date": datetime.date.today().isoformat(),
         },
-        "starts": {op: {way: start_times(op, way) for way in WAYS} for op in OPS},
-        "lines": {op: kernel_lines(op) for op in OPS},
-        "features": {op: {way: features(op, way) for way in WAYS} for op in OPS},
-        "rows": bandwidth_rows(Timer()),
+        "starts": {op: {way: start_times(op, way) for way in WAYS} for op in args.ops},
+        "lines": {op: kernel_lines(op) for op in args.ops},
+        "features": {op: {way: features(op, way) for way in WAYS} for op in args.ops},
+        "rows": bandwidth_rows(Timer(), args.ops),
     }
+    write(result, args.out)
+    return 0
+
+
+def write(result: dict, out: Path | None) -> None:
+    """Print the table; with an --out folder, also write it, the JSON and the plot there."""
+    if out:  # the measurements first: nothing after them can lose them
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "kernel_languages.json").write_text(json.dumps(result, indent=1) + "\n")
     text = to_markdown(result)
     print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "kernel_languages.md").write_text(text)
-        (args.out / "kernel_languages.json").write_text(json.dumps(result, indent=1) + "\n")
-        plot(result, args.out / "kernel_languages.png")
-    return 0
+    if out:
+        (out / "kernel_languages.md").write_text(text)
+        plot(result, out / "kernel_languages.png")
 
 
 if __name__ == "__main__":

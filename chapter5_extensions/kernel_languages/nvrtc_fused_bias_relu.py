@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import fused_bias_relu_contract as contract
 import torch
@@ -81,15 +82,17 @@ def check_inputs(x: Tensor, bias: Tensor) -> None:
     )
 
 
-@torch.library.custom_op("course_nvrtc::fused_bias_relu", mutates_args=(), device_types="cuda")
-def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
-    """y = relu(x * scale + bias): x (..., cols) on a GPU, any strides, float32, float64, float16
-    or bfloat16; bias (cols,) of x's dtype and device. CPU tensors take the PyTorch reference."""
-    check_inputs(x, bias)
-    x, bias = x.contiguous(), bias.contiguous()
-    y = torch.empty_like(x)
-    if x.numel() == 0:
-        return y
+class LaunchShape(NamedTuple):
+    vec: int  # elements a thread loads at once: 16 bytes' worth, or 1
+    rows: int
+    vec_cols: int  # vectors in a row
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+
+
+def launch_shape(x: Tensor, bias: Tensor, y: Tensor) -> LaunchShape:
+    """The kernel's template width, its int arguments and its grid, for contiguous x, bias, y.
+    (cuda_core_fused_bias_relu.py launches the same kernel the same way.)"""
     cols = x.shape[-1]
     rows = x.numel() // cols
     # 16-byte vectors where the row length and every address allow it, else one element a thread.
@@ -100,9 +103,24 @@ def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     column_threads = min(32, 1 << (vec_cols - 1).bit_length())  # narrow rows: taller blocks
     block = (column_threads, 256 // column_threads, 1)
     grid = (-(-vec_cols // column_threads), min(-(-rows // block[1]), 65535), 1)
+    return LaunchShape(vec, rows, vec_cols, grid, block)
+
+
+@torch.library.custom_op("course_nvrtc::fused_bias_relu", mutates_args=(), device_types="cuda")
+def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+    """y = relu(x * scale + bias): x (..., cols) on a GPU, any strides, float32, float64, float16
+    or bfloat16; bias (cols,) of x's dtype and device. CPU tensors take the PyTorch reference."""
+    check_inputs(x, bias)
+    x, bias = x.contiguous(), bias.contiguous()
+    y = torch.empty_like(x)
+    if x.numel() == 0:
+        return y
+    shape = launch_shape(x, bias, y)
     with torch.cuda.device(x.device):  # the launch goes to this device's current stream
-        compiled(x.dtype, vec, x.device.index)(
-            grid=grid, block=block, args=[x, bias, y, rows, vec_cols, float(scale)]
+        compiled(x.dtype, shape.vec, x.device.index)(
+            grid=shape.grid,
+            block=shape.block,
+            args=[x, bias, y, shape.rows, shape.vec_cols, float(scale)],
         )
     return y
 

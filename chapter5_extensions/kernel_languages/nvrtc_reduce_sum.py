@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import NamedTuple
 
 import reduce_sum_contract as contract
 import torch
@@ -51,6 +52,26 @@ def compile_only(dtype: torch.dtype, vec: int) -> bytes:
     return cubin
 
 
+class LaunchPlan(NamedTuple):
+    vec: int  # elements a thread loads at once: 16 bytes' worth, or 1
+    blocks: int
+    partials: Tensor  # one per block, in the accumulating dtype (empty for one block)
+    blocks_done: Tensor  # the counter the last block finds itself by, zeroed (empty for one)
+    out: Tensor  # the 0-dim result
+
+
+def launch_plan(x: Tensor) -> LaunchPlan:
+    """The grid and the buffers of one launch, for a contiguous x (cuda_core_reduce_sum.py
+    launches the same kernel the same way)."""
+    vec = 1 if x.data_ptr() % 16 else 16 // x.element_size()
+    blocks = max(1, min(-(-(x.numel() // vec) // (THREADS * UNROLL)), max_blocks(x.device.index)))
+    acc = contract.accumulate_dtype(x.dtype)
+    # The block counter (zeroed) and the partials; a single block needs neither.
+    blocks_done = torch.zeros(1 if blocks > 1 else 0, dtype=torch.int32, device=x.device)
+    partials = torch.empty(blocks if blocks > 1 else 0, dtype=acc, device=x.device)
+    return LaunchPlan(vec, blocks, partials, blocks_done, x.new_empty(()))
+
+
 def check_inputs(x: Tensor) -> None:
     contract.check_inputs(x)
     torch._check(
@@ -65,22 +86,14 @@ def reduce_sum(x: Tensor) -> Tensor:
     the same bits on every run. x: any shape and strides, float32, float64, float16 or bfloat16."""
     check_inputs(x)
     x = x.contiguous()
-    out = x.new_empty(())
-    numel = x.numel()
-    vec = 1 if x.data_ptr() % 16 else 16 // x.element_size()
-    index = x.device.index
-    blocks = max(1, min(-(-(numel // vec) // (THREADS * UNROLL)), max_blocks(index)))
-    acc = contract.accumulate_dtype(x.dtype)
-    # The block counter (zeroed) and the partials; a single block needs neither.
-    blocks_done = torch.zeros(1 if blocks > 1 else 0, dtype=torch.int32, device=x.device)
-    partials = torch.empty(blocks if blocks > 1 else 0, dtype=acc, device=x.device)
+    plan = launch_plan(x)
     with torch.cuda.device(x.device):
-        compiled(x.dtype, vec, index)(
-            grid=(blocks, 1, 1),
+        compiled(x.dtype, plan.vec, x.device.index)(
+            grid=(plan.blocks, 1, 1),
             block=(THREADS, 1, 1),
-            args=[x, numel, partials, blocks_done, out],
+            args=[x, x.numel(), plan.partials, plan.blocks_done, plan.out],
         )
-    return out
+    return plan.out
 
 
 @reduce_sum.register_kernel("cpu")

@@ -1,7 +1,8 @@
 """Tests of the kernel-languages comparison's own ops (further/kernel_languages.md) against plain
-PyTorch: fused_bias_relu compiled by NVRTC (nvrtc_fused_bias_relu.py) and written in Helion
-(helion_fused_bias_relu.py, where helion is installed: it is optional); reduce_sum compiled by
-NVRTC, written in Triton and in Helion (nvrtc_, triton_ and helion_reduce_sum.py).
+PyTorch: fused_bias_relu compiled by NVRTC (nvrtc_fused_bias_relu.py), the same kernel compiled and
+launched with cuda.core (cuda_core_fused_bias_relu.py), and written in Helion
+(helion_fused_bias_relu.py, where helion is installed: it is optional); reduce_sum the same ways and
+in Triton (nvrtc_, cuda_core_, triton_ and helion_reduce_sum.py).
 
     python chapter5_extensions/kernel_languages/test_kernel_languages.py   # or with pytest
 
@@ -42,6 +43,16 @@ else:
 
     HELION_SKIP = None
     OPS["helion"] = helion_fused_bias_relu.fused_bias_relu
+# cuda.core (requirements.txt installs it): the NVRTC way's kernels, compiled and launched with
+# NVIDIA's Python API instead of torch's private helper.
+if importlib.util.find_spec("cuda.core") is None:
+    CUDA_CORE_SKIP = "cuda.core is not installed (pip install cuda-core==1.2.2)"
+else:
+    import cuda_core_fused_bias_relu
+    import cuda_core_reduce_sum
+
+    CUDA_CORE_SKIP = None
+    OPS["cuda_core"] = cuda_core_fused_bias_relu.fused_bias_relu
 WAY = pytest.mark.parametrize("way", list(OPS), ids=str)
 
 # reduce_sum, by way. Triton, like Helion, needs its interpreter for CPU tensors, chosen before
@@ -55,6 +66,8 @@ if HELION_SKIP is None:
     import helion_reduce_sum
 
     SUMS["helion"] = helion_reduce_sum.reduce_sum
+if CUDA_CORE_SKIP is None:
+    SUMS["cuda_core"] = cuda_core_reduce_sum.reduce_sum
 SUM_WAY = pytest.mark.parametrize("way", list(SUMS), ids=str)
 
 
@@ -94,6 +107,16 @@ def test_every_instantiation_compiles_with_nvrtc(dtype):
     """The kernel for each dtype at both widths the op launches, compiled for the H100 (sm_90)."""
     for vec in (1, 16 // dtype.itemsize):
         assert len(nvrtc.compile_only(dtype, vec)) > 1000
+
+
+@pytest.mark.parametrize("dtype", list(nvrtc.TYPE_NAMES), ids=str)
+def test_every_instantiation_compiles_with_cuda_core(dtype):
+    """The same kernels through cuda.core's Program, both ops, for sm_90: a CUBIN each."""
+    if CUDA_CORE_SKIP:
+        pytest.skip(CUDA_CORE_SKIP)
+    for vec in (1, 16 // dtype.itemsize):
+        assert cuda_core_fused_bias_relu.compile_only(dtype, vec)[:4] == b"\x7fELF"
+        assert cuda_core_reduce_sum.compile_only(dtype, vec)[:4] == b"\x7fELF"
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
@@ -333,6 +356,18 @@ def test_reduce_sum_in_a_cuda_graph(way):
     x.copy_(random((1000, 1000), torch.float32, "cuda", seed=26))
     graph.replay()
     torch.testing.assert_close(total.double(), x.double().sum(), rtol=1e-5, atol=1e-3)
+
+
+def test_the_reduce_sum_profile_page_is_what_its_csv_says():
+    """docs/perf/h100/kernel_languages_reduce_ncu.md's table is --summarize of the ncu CSV beside
+    it: a row per kernel, float32 then bfloat16, each way in its own section."""
+    import profile_reduce_sum
+
+    perf = HERE.parents[1] / "docs" / "perf" / "h100"
+    table = profile_reduce_sum.summarize(perf / "kernel_languages_reduce_ncu.csv")
+    assert table in (perf / "kernel_languages_reduce_ncu.md").read_text()
+    ways = {line.split(" | ")[0].strip("| ") for line in table.splitlines()[2:]}
+    assert ways == {name for _, name in profile_reduce_sum.WAYS.values()}
 
 
 def test_helion_runs_here_or_says_why():

@@ -1,0 +1,102 @@
+"""fused_bias_relu's forward with cuda.core, NVIDIA's Python API over the CUDA driver: the same
+kernel file as the NVRTC way (fused_bias_relu_nvrtc.cu), compiled by cuda.core's Program (NVRTC
+underneath) and launched with its launch(), on torch's stream. Registered with torch.library as
+course_cuda_core::fused_bias_relu, so autograd, torch.compile and torch.export see one op. What
+differs from nvrtc_fused_bias_relu.py is only how the kernel is compiled and launched: a public,
+versioned API instead of torch's private torch.cuda._compile_kernel, for the price of a package
+and of typing each argument yourself. Lesson: chapter 5, further/kernel_languages.md; tests:
+test_kernel_languages.py.
+
+    python chapter5_extensions/kernel_languages/cuda_core_fused_bias_relu.py  # compile; a GPU: check
+
+cuda.core is optional: `pip install cuda-core==1.2.2` (its CUDA 13 half uses cuda-bindings, which
+torch's CUDA 13 wheel already installed). Without a GPU it still compiles, for sm_90.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import fused_bias_relu_contract as contract
+import numpy as np
+import nvrtc_fused_bias_relu as nvrtc
+import torch
+from cuda.core import Device, LaunchConfig, ObjectCode, Program, ProgramOptions, launch
+from torch import Tensor
+
+
+def compiled_program(source: str, name: str, arch: str) -> ObjectCode:
+    """The CUBIN of one instantiation, `name` a C++ expression such as "kernel<float, 4>": NVRTC
+    instantiates a template only where it is named (name_expressions), as nvcc does where a
+    launch names it."""
+    options = ProgramOptions(std="c++17", arch=f"sm_{arch}", include_path=nvrtc.cuda_include_dirs())
+    return Program(source, "c++", options).compile("cubin", name_expressions=(name,))
+
+
+@functools.cache
+def kernel(dtype: torch.dtype, vec: int, device_index: int):
+    """Compiled on first use per (dtype, vector width, GPU) and loaded on that GPU."""
+    name = nvrtc.kernel_name(dtype, vec)
+    # torch.cuda.device(...) puts the GPU's primary context (torch's) on this thread, and back.
+    with torch.cuda.device(device_index):
+        device = Device(device_index)
+        device.set_current()
+        return compiled_program(nvrtc.SOURCE, name, device.arch).get_kernel(name)
+
+
+def compile_only(dtype: torch.dtype, vec: int) -> bytes:
+    """The CUBIN for sm_90 (the H100), without a GPU: Program compiles without one."""
+    return compiled_program(nvrtc.SOURCE, nvrtc.kernel_name(dtype, vec), "90").code
+
+
+@torch.library.custom_op("course_cuda_core::fused_bias_relu", mutates_args=(), device_types="cuda")
+def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+    """y = relu(x * scale + bias): x (..., cols) on a GPU, any strides, float32, float64, float16
+    or bfloat16; bias (cols,) of x's dtype and device. CPU tensors take the PyTorch reference."""
+    nvrtc.check_inputs(x, bias)
+    x, bias = x.contiguous(), bias.contiguous()
+    y = torch.empty_like(x)
+    if x.numel() == 0:
+        return y
+    shape = nvrtc.launch_shape(x, bias, y)
+    # launch() packs each argument by its Python type: an int is a pointer (intptr_t), a float a
+    # double, a numpy scalar its own width. The kernel takes (T*, T*, T*, int, int, double).
+    with torch.cuda.device(x.device):
+        launch(
+            torch.cuda.current_stream(),  # torch's stream: it has __cuda_stream__
+            LaunchConfig(grid=shape.grid, block=shape.block),
+            kernel(x.dtype, shape.vec, x.device.index),
+            x.data_ptr(),
+            bias.data_ptr(),
+            y.data_ptr(),
+            np.int32(shape.rows),
+            np.int32(shape.vec_cols),
+            float(scale),
+        )
+    return y
+
+
+@fused_bias_relu.register_kernel("cpu")
+def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+    """CPU tensors: the PyTorch reference, as the NVRTC op's."""
+    nvrtc.check_inputs(x, bias)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return torch.relu(x.to(compute) * scale + bias.to(compute)).to(x.dtype)
+
+
+contract.register_fake_and_autograd(fused_bias_relu)
+
+
+if __name__ == "__main__":
+    if torch.cuda.is_available():
+        x = torch.randn(1000, 333, device="cuda")
+        b = torch.randn(333, device="cuda")
+        gap = (fused_bias_relu(x, b, 0.5) - torch.relu(x * 0.5 + b)).abs().max().item()
+        print(f"course_cuda_core.fused_bias_relu: largest difference from torch: {gap:.1e}")
+    else:
+        sizes = {
+            f"{d} x{v}": len(compile_only(d, v))
+            for d in nvrtc.TYPE_NAMES
+            for v in (1, 16 // d.itemsize)
+        }
+        print("no GPU: compiled for sm_90 only (bytes of CUBIN):", sizes)

@@ -1,0 +1,79 @@
+"""reduce_sum with cuda.core: the NVRTC way's kernel (reduce_sum_nvrtc.cu), compiled by cuda.core's
+Program and launched with its launch(), as cuda_core_fused_bias_relu.py does for fused_bias_relu.
+Registered as course_cuda_core::reduce_sum. Lesson: chapter 5, further/kernel_languages.md; tests:
+test_kernel_languages.py.
+
+    python chapter5_extensions/kernel_languages/cuda_core_reduce_sum.py   # compile; a GPU: check
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import nvrtc_reduce_sum as nvrtc
+import reduce_sum_contract as contract
+import torch
+from cuda.core import Device, LaunchConfig, launch
+from cuda_core_fused_bias_relu import compiled_program
+from nvrtc_fused_bias_relu import TYPE_NAMES
+from torch import Tensor
+
+
+@functools.cache
+def kernel(dtype: torch.dtype, vec: int, device_index: int):
+    """Compiled on first use per (dtype, vector width, GPU) and loaded on that GPU."""
+    name = nvrtc.kernel_name(dtype, vec)
+    with torch.cuda.device(device_index):
+        device = Device(device_index)
+        device.set_current()
+        return compiled_program(nvrtc.SOURCE, name, device.arch).get_kernel(name)
+
+
+def compile_only(dtype: torch.dtype, vec: int) -> bytes:
+    """The CUBIN for sm_90 without a GPU."""
+    return compiled_program(nvrtc.SOURCE, nvrtc.kernel_name(dtype, vec), "90").code
+
+
+@torch.library.custom_op("course_cuda_core::reduce_sum", mutates_args=(), device_types="cuda")
+def reduce_sum(x: Tensor) -> Tensor:
+    """The sum of x's elements: a 0-dim tensor of x's dtype, summed in float32 (float64 stays),
+    the same bits on every run. x: any shape and strides, float32, float64, float16 or bfloat16."""
+    nvrtc.check_inputs(x)
+    x = x.contiguous()
+    plan = nvrtc.launch_plan(x)
+    # The kernel takes (const T*, int, acc_t*, unsigned int*, T*): the pointers as Python ints.
+    with torch.cuda.device(x.device):
+        launch(
+            torch.cuda.current_stream(),
+            LaunchConfig(grid=(plan.blocks, 1, 1), block=(nvrtc.THREADS, 1, 1)),
+            kernel(x.dtype, plan.vec, x.device.index),
+            x.data_ptr(),
+            np.int32(x.numel()),
+            plan.partials.data_ptr(),
+            plan.blocks_done.data_ptr(),
+            plan.out.data_ptr(),
+        )
+    return plan.out
+
+
+@reduce_sum.register_kernel("cpu")
+def _(x: Tensor) -> Tensor:
+    """CPU tensors: the PyTorch reference, summed in float32 (float64 stays)."""
+    nvrtc.check_inputs(x)
+    return x.sum(dtype=contract.accumulate_dtype(x.dtype)).to(x.dtype)
+
+
+contract.register_fake_and_autograd(reduce_sum)
+
+
+if __name__ == "__main__":
+    if torch.cuda.is_available():
+        x = torch.randn(10_000_003, device="cuda")
+        gap = (reduce_sum(x).double() - x.double().sum()).abs().item()
+        print(f"course_cuda_core.reduce_sum: difference from a float64 sum: {gap:.1e}")
+    else:
+        sizes = {
+            f"{d} x{v}": len(compile_only(d, v)) for d in TYPE_NAMES for v in (1, 16 // d.itemsize)
+        }
+        print("no GPU: compiled for sm_90 only (bytes of CUBIN):", sizes)
