@@ -1,9 +1,10 @@
 """Every exercise is solvable and its checks can fail: the reference solution passes the checker
 (`tools/check_exercise.py`, what `make check EX=...` runs) and the untouched TODO stub fails it.
 
-The checker's checks run in its child process, as for a learner: every solution in one child
-and every stub in another, side by side (each exercise registers its ops under a fixed name, so a
-stub and its solution cannot be loaded into one process), and the tests then read their results.
+The checker's checks run in its child processes, as for a learner: the solutions in some
+children and the stubs in others, side by side, one child per core (each exercise registers its
+ops under a fixed name, so a stub and its solution cannot be loaded into one process), and the
+tests then read their results.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
     benchmarks: runs side by side would share the GPU and slow each other down.
 
     Once per test run, whatever the number of processes: the first process to ask runs the
-    checker (32 builds, two child processes) and writes the results to build/, under a lock; another pytest-xdist
-    worker of the same run waits on the lock and reads them. (Grouping the tests on one worker
+    checker (32 builds, one child process per core) and writes the results to build/, under a
+    lock; another pytest-xdist worker of the same run waits on the lock and reads them. (Grouping the tests on one worker
     is not enough: under pytest -n the slow tests run first and the group's tests, spread among
     the others, were seen set up on two workers, each paying the 32 builds.)"""
     from filelock import FileLock  # installed with torch
@@ -92,11 +93,14 @@ def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
                 )
                 for key, r in saved.items()
             }
-        # Two batches side by side, each one child process that imports torch once (the solutions
-        # and the stubs register the same op names: they cannot share a process).
+        # Child processes side by side, one per core, each checking its share of the jobs one
+        # after another and importing torch once. A stub and its solution register the same op
+        # names, so they never share a child: half the children take the solutions, half the
+        # stubs (on 2 cores, one child each; on the GPU machine's 16, eight and eight, so that
+        # the builds still run 16 at once).
         stubs = {ex: pristine_stub(ex) for ex in EXERCISES}
         Job = check_exercise.Job
-        batches = {
+        kinds = {
             "solution": [
                 Job(ex, check_exercise.find_exercise(ex).solution, "solution") for ex in EXERCISES
             ],
@@ -104,22 +108,21 @@ def checker_runs() -> dict[tuple[str, str], subprocess.CompletedProcess]:
                 Job(ex, stubs[ex], check_exercise.file_variant(stubs[ex])) for ex in EXERCISES
             ],
         }
+        per_kind = max(1, (os.cpu_count() or 1) // 2)
+        batches = [
+            (kind, jobs[i::per_kind]) for kind, jobs in kinds.items() for i in range(per_kind)
+        ]
+        batches = [(kind, jobs) for kind, jobs in batches if jobs]
         with ThreadPoolExecutor(max_workers=len(batches)) as pool:
-            verdicts = dict(
-                zip(
-                    batches,
-                    pool.map(
-                        lambda jobs: check_exercise.check_all(jobs, ["--no-benchmark"], echo=False),
-                        batches.values(),
-                    ),
-                    strict=True,
-                )
+            verdicts = pool.map(
+                lambda batch: check_exercise.check_all(batch[1], ["--no-benchmark"], echo=False),
+                batches,
             )
-        results = {
-            (job.exercise_id, kind): subprocess.CompletedProcess([], v.status, v.output, "")
-            for kind, jobs in batches.items()
-            for job, v in zip(jobs, verdicts[kind], strict=True)
-        }
+            results = {
+                (job.exercise_id, kind): subprocess.CompletedProcess([], v.status, v.output, "")
+                for (kind, jobs), batch_verdicts in zip(batches, verdicts, strict=True)
+                for job, v in zip(jobs, batch_verdicts, strict=True)
+            }
         saved = {
             "|".join(job): {"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
             for job, r in results.items()
@@ -471,6 +474,14 @@ def test_an_empty_cuda_kernel_fails_the_checks_on_a_gpu():
     assert result.returncode == 1, result.stdout + result.stderr
     assert "ch3/gelu: NOT YET" in result.stdout
     assert re.search(r"^  FAIL  .*cuda", result.stdout, flags=re.M), result.stdout
+
+
+def test_several_exercises_exit_with_the_most_serious_status():
+    status = check_exercise.overall_status
+    assert status([0, 0]) == 0
+    assert status([3, 0, 3]) == 3  # CUDA exercises without a GPU, the rest passed
+    assert status([3, 1, 0]) == 1  # a failed check outranks "not graded here", wherever it is
+    assert status([1, 2, 3]) == 2
 
 
 def test_source_with_several_exercises_is_a_usage_error():

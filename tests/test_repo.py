@@ -721,3 +721,23 @@ def test_no_source_includes_all_of_torch():
     assert len(sources) > 40
     everything = [str(p.relative_to(REPO)) for p in sources if ALL_OF_TORCH.search(p.read_text())]
     assert everything == [], f"include what a file uses, not all of torch: {everything}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
+def test_no_two_scripts_of_a_chapter_share_a_module_name(chapter):
+    """A chapter's scripts import each other by putting their folders on sys.path, and tests of
+    several folders run in one process: two files of one name (a profile_x.py in benchmarks/ and
+    in kernel_languages/) mean one of them imports the other's module. Packages (folders with an
+    __init__.py) and setup.py scripts have names of their own."""
+
+    def in_a_package(path: Path) -> bool:
+        return any((folder / "__init__.py").exists() for folder in path.parents[: -len(REPO.parts)])
+
+    names = [
+        p.stem
+        for p in chapter.rglob("*.py")
+        if "build" not in p.relative_to(chapter).parts
+        and p.name != "setup.py"
+        and not in_a_package(p)
+    ]
+    assert sorted({n for n in names if names.count(n) > 1}) == []

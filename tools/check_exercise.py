@@ -12,8 +12,9 @@ specification, read it) and names the file you write (SOURCE, a `TODO` stub unti
 reference solution is solutions/chapterN_*/<SOURCE>.
 
 The checks run in a child process, so that a crash in your code still gets a verdict. Several
-exercises share one child, one after another: torch is imported once, not once each (about
-1.3 s of a check that is otherwise cached). If one crashes, a new child checks the rest.
+exercises share one child, one after another: torch is imported once, which saves about 1.3 s an
+exercise, most of a check whose build is cached. If one crashes, a new child checks the rest.
+(An untouched stub is NOT YET: `make check EX=ch2` before you start lists every one as such.)
 
 Exit status (a script that grades with this counts only 0 as a pass):
     0  passed: every check passed (a check that needs a GPU may be skipped, as chapter 1's are)
@@ -22,7 +23,7 @@ Exit status (a script that grades with this counts only 0 as a pass):
     3  not graded on this machine: a CUDA exercise without a GPU; the CPU checks passed, but the
        kernel did not run, and an empty kernel passes them too
     4  usage: no such exercise or file, or no exercise named (the exercises are listed)
-For several exercises: 0 if every one passed, else the status of the first that did not.
+For several exercises, the most serious of theirs: 2, then 1, then 3; 0 if every one passed.
 """
 
 from __future__ import annotations
@@ -360,15 +361,16 @@ def check_all(jobs: list[Job], flags: list[str], echo: bool = True) -> list[Verd
     echo=False collects each job's output without printing it (a script's or a test's use)."""
     verdicts: list[Verdict] = []
     while len(verdicts) < len(jobs):
-        verdicts += _run_child(jobs[len(verdicts) :], flags, echo)
+        verdicts += _run_child(jobs[len(verdicts) :], flags, echo, first=not verdicts)
     return verdicts
 
 
-def _run_child(jobs: list[Job], flags: list[str], echo: bool) -> list[Verdict]:
+def _run_child(jobs: list[Job], flags: list[str], echo: bool, first: bool) -> list[Verdict]:
     """One child process for these jobs: the verdicts of those it finished, and of the one it
-    died in, if it died."""
+    died in, if it died in one (none, if it ended between two: a new child takes the rest)."""
     verdicts: list[Verdict] = []
     lines: list[str] = []  # the current job's output
+    started = False  # whether the current job has begun
 
     def say(text: str) -> None:
         lines.append(text)
@@ -387,7 +389,7 @@ def _run_child(jobs: list[Job], flags: list[str], echo: bool) -> list[Verdict]:
             start_new_session=True,
         )
         built, running, limit = False, None, CHECK_TIME_LIMIT_S
-        start, stderr_from = time.perf_counter(), 0
+        start = time.perf_counter()
         deadline: list[float | None] = [None]  # when the running check must have ended
         timed_out = threading.Event()
 
@@ -413,11 +415,10 @@ def _run_child(jobs: list[Job], flags: list[str], echo: bool) -> list[Verdict]:
                         if job.source.is_relative_to(REPO)
                         else job.source
                     )
-                    if echo and verdicts:
+                    if echo and not (first and not verdicts):
                         print()  # between two exercises
                     say(f"== {job.exercise_id}: {shown}\n")
-                    built, running, start = False, None, time.perf_counter()
-                    stderr_from = os.fstat(stderr.fileno()).st_size  # this job's errors start here
+                    started, built, running, start = True, False, None, time.perf_counter()
                 elif line.startswith(MARK + "built"):
                     built = True
                 elif line.startswith(MARK + "done"):
@@ -429,24 +430,34 @@ def _run_child(jobs: list[Job], flags: list[str], echo: bool) -> list[Verdict]:
                 elif line.startswith(MARK + "verdict "):
                     verdicts.append(Verdict(int(line.split()[1]), "".join(lines)))
                     lines.clear()
+                    started = False
                 else:
                     say(line)
             returncode = child.wait()
         except KeyboardInterrupt:
-            print(
-                f"\n{jobs[len(verdicts)].exercise_id}: interrupted; the check and all it started are stopped"
-            )
+            stopped = jobs[min(len(verdicts), len(jobs) - 1)].exercise_id
+            print(f"\n{stopped}: interrupted; the check and all it started are stopped")
             sys.exit(130)
         finally:
             if child.poll() is None:
                 stop_process_group(child)
-        if len(verdicts) == len(jobs):  # every job has its verdict
-            return verdicts
-        stderr.seek(stderr_from)
-        errors = stderr.read()
+        if len(verdicts) == len(jobs) or (verdicts and not started):
+            return verdicts  # all done, or it ended between two jobs: a new child takes the rest
+        stderr.seek(0)
+        # The child marks where each job's errors begin: this job's are after the last mark.
+        errors = stderr.read().rsplit(MARK + "start\n", 1)[-1]
     exercise_id = jobs[len(verdicts)].exercise_id
-    if not lines:  # it died before its first job started (a broken torch install, say)
+    # The C++ message, without the stack of frames that c10 appends to it.
+    errors = re.split(r"^(?:Exception raised from|frame #0)", errors, maxsplit=1, flags=re.M)[0]
+    shown = [line for line in errors.strip().splitlines() if "No CUDA runtime is found" not in line]
+    why = f"signal {-returncode}" if returncode < 0 else f"exit {returncode}"
+    with contextlib.suppress(ValueError):
+        why += f", {signal.Signals(-returncode).name}"
+    if not started:  # it ended before its first job began: Python or torch, not the exercise
         say(f"== {exercise_id}\n")
+        say(f"CHECKER FAILED: its child process ended ({why}) before the build began:\n")
+        say("\n".join(shown[-20:]) + "\n")
+        return [Verdict(BUILD_FAILED, "".join(lines))]
     if timed_out.is_set():
         say(f"  TIMEOUT  {running}\n")
         say(
@@ -455,12 +466,6 @@ def _run_child(jobs: list[Job], flags: list[str], echo: bool) -> list[Verdict]:
         )
         say(f"{exercise_id}: NOT YET (timed out). Look for a loop that cannot end.\n")
         return [*verdicts, Verdict(NOT_YET, "".join(lines))]
-    # The C++ message, without the stack of frames that c10 appends to it.
-    errors = re.split(r"^(?:Exception raised from|frame #0)", errors, maxsplit=1, flags=re.M)[0]
-    shown = [line for line in errors.strip().splitlines() if "No CUDA runtime is found" not in line]
-    why = f"signal {-returncode}" if returncode < 0 else f"exit {returncode}"
-    with contextlib.suppress(ValueError):
-        why += f", {signal.Signals(-returncode).name}"
     elapsed = time.perf_counter() - start
     if not built:
         say(f"LOADING FAILED after {elapsed:.1f} s ({why}): it compiled, and loading it threw:\n")
@@ -474,6 +479,21 @@ def _run_child(jobs: list[Job], flags: list[str], echo: bool) -> list[Verdict]:
     say("\n".join(f"        {line}" for line in shown) + "\n")
     say(f"{exercise_id}: NOT YET (it crashed). Fix the crash first.\n")
     return [*verdicts, Verdict(NOT_YET, "".join(lines))]
+
+
+def cuda_left_broken() -> bool:
+    """Whether a kernel of the last exercise left this process's CUDA context unusable (an
+    illegal address is sticky: every later CUDA call fails). Then the child stops, and a new one
+    checks the next exercise."""
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return False
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return True
+    return False
 
 
 def check_in_this_process(exercise_id: str, source: Path, variant: str, benchmark: bool) -> int:
@@ -558,8 +578,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(
         description=__doc__.splitlines()[0],
         epilog="exit status: 0 passed, 1 not yet, 2 build failed, 3 not graded on this machine "
-        "(a CUDA exercise without a GPU), 4 usage; for several exercises, 0 if every one passed, "
-        "else the status of the first that did not",
+        "(a CUDA exercise without a GPU), 4 usage; for several exercises the most serious of "
+        "theirs (2, 1, 3), 0 if every one passed",
     )
     parser.add_argument(
         "exercise", nargs="*", help="e.g. ch3/gelu, several, or a chapter: ch3 (all of its)"
@@ -586,9 +606,12 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["EXERCISE_CHECK_SMALL"] = "1"
         benchmark = not (args.no_benchmark or args.small)
         for exercise_id, source, variant in args.job:
+            print(MARK + "start", file=sys.stderr, flush=True)  # where its errors begin
             print(MARK + "start", flush=True)
             status = check_in_this_process(exercise_id, Path(source), variant, benchmark)
             print(MARK + f"verdict {status}", flush=True)
+            if cuda_left_broken():
+                break
         return PASSED
     if args.list or not args.exercise:
         if not args.list:
@@ -621,7 +644,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{len(jobs)} exercises:")
         for job, verdict in zip(jobs, verdicts, strict=True):
             print(f"  {job.exercise_id:20} {VERDICT_NAMES[verdict.status]}")
-    return next((v.status for v in verdicts if v.status != PASSED), PASSED)
+    return overall_status([v.status for v in verdicts])
+
+
+def overall_status(statuses: list[int]) -> int:
+    """Several exercises' exit status: the most serious of theirs, a build that failed, then a
+    check that failed, then a kernel not graded here; 0 only if every one passed."""
+    return max(statuses, key=[PASSED, NOT_GRADED_HERE, NOT_YET, BUILD_FAILED].index)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ test_kernel_languages.py.
 
     python chapter5_extensions/kernel_languages/cuda_core_fused_bias_relu.py  # compile; a GPU: check
 
-cuda.core is optional: `pip install cuda-core==1.2.2` (its CUDA 13 half uses cuda-bindings, which
-torch's CUDA 13 wheel already installed). Without a GPU it still compiles, for sm_90.
+requirements.txt installs cuda-core 1.2.2 (its CUDA 13 half uses cuda-bindings, which torch's CUDA
+13 wheel brings); the tests skip without it. Without a GPU it still compiles, for sm_90.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def compiled_program(source: str, name: str, arch: str) -> ObjectCode:
 def kernel(dtype: torch.dtype, vec: int, device_index: int):
     """Compiled on first use per (dtype, vector width, GPU) and loaded on that GPU."""
     name = nvrtc.kernel_name(dtype, vec)
-    # torch.cuda.device(...) puts the GPU's primary context (torch's) on this thread, and back.
+    # That GPU current while it loads, the one before restored after (torch.cuda.device); the
+    # context is the GPU's primary one, torch's own.
     with torch.cuda.device(device_index):
         device = Device(device_index)
         device.set_current()

@@ -361,13 +361,13 @@ def test_reduce_sum_in_a_cuda_graph(way):
 def test_the_reduce_sum_profile_page_is_what_its_csv_says():
     """docs/perf/h100/kernel_languages_reduce_ncu.md's table is --summarize of the ncu CSV beside
     it: a row per kernel, float32 then bfloat16, each way in its own section."""
-    import profile_reduce_sum
+    import profile_reduce_sum_ways
 
     perf = HERE.parents[1] / "docs" / "perf" / "h100"
-    table = profile_reduce_sum.summarize(perf / "kernel_languages_reduce_ncu.csv")
+    table = profile_reduce_sum_ways.summarize(perf / "kernel_languages_reduce_ncu.csv")
     assert table in (perf / "kernel_languages_reduce_ncu.md").read_text()
     ways = {line.split(" | ")[0].strip("| ") for line in table.splitlines()[2:]}
-    assert ways == {name for _, name in profile_reduce_sum.WAYS.values()}
+    assert ways == {name for _, name in profile_reduce_sum_ways.WAYS.values()}
 
 
 def test_helion_runs_here_or_says_why():

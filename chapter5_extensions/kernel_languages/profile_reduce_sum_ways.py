@@ -1,15 +1,16 @@
 """Why reduce_sum's ways differ at 2^28 elements (benchmark_kernel_languages.py measured CUDA C++
-at 96% of the floor in bfloat16, torch.compile and Triton at 93%, Helion at 90%): one call of one
+at 96% of the floor in bfloat16, torch.compile 93%, Triton 92%, Helion 90%): one call of one
 way, float32 then bfloat16, between cudaProfilerStart and Stop, for Nsight Compute; and a table of
-what ncu saw, a row per kernel (a way may launch two: the partial sums, then their sum).
+what ncu saw, a row per kernel (a way may launch two or three: the partial sums, their sum, a
+cast).
 
     for way in custom_ops nvrtc cuda_core compile triton helion; do
       echo "==$way==" >> ncu.csv
       ncu --csv --clock-control none --profile-from-start off --metrics "$(python \\
-        chapter5_extensions/kernel_languages/profile_reduce_sum.py --metrics)" \\
-        python chapter5_extensions/kernel_languages/profile_reduce_sum.py --way $way >> ncu.csv
+        chapter5_extensions/kernel_languages/profile_reduce_sum_ways.py --metrics)" \\
+        python chapter5_extensions/kernel_languages/profile_reduce_sum_ways.py --way $way >> ncu.csv
     done
-    python chapter5_extensions/kernel_languages/profile_reduce_sum.py --summarize ncu.csv
+    python chapter5_extensions/kernel_languages/profile_reduce_sum_ways.py --summarize ncu.csv
 
 One process per way: each kernel's name says little (NVRTC's and cuda.core's are the same
 kernel), the section a way's rows sit in says which way it was. Lesson: chapter 5,
@@ -109,9 +110,14 @@ def summarize(report: Path) -> str:
                 row["Metric Unit"],
             )
         # The float32 call's kernels, then the bfloat16 call's: the second call starts where the
-        # first call's first kernel comes again (Helion's bfloat16 call adds a third, a cast).
+        # first call's first kernel comes again, template arguments aside (Helion's bfloat16
+        # call adds a third kernel, a cast).
         listed = list(kernels.values())
-        again = [i for i, k in enumerate(listed) if i and k["name"] == listed[0]["name"]]
+
+        def base(k: dict) -> str:
+            return k["name"].split("<")[0]
+
+        again = [i for i, k in enumerate(listed) if i and base(k) == base(listed[0])]
         half = again[0] if again else len(listed)
         for i, k in enumerate(listed):
             cells = []
