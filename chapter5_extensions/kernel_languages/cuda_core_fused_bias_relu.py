@@ -34,15 +34,18 @@ def compiled_program(source: str, name: str, arch: str) -> ObjectCode:
 
 
 @functools.cache
-def kernel(dtype: torch.dtype, vec: int, device_index: int):
-    """Compiled on first use per (dtype, vector width, GPU) and loaded on that GPU."""
-    name = nvrtc.kernel_name(dtype, vec)
+def loaded_kernel(source: str, name: str, device_index: int):
+    """Compiled on first use per (kernel, GPU) and loaded on that GPU (both ops use this)."""
     # That GPU current while it loads, the one before restored after (torch.cuda.device); the
     # context is the GPU's primary one, torch's own.
     with torch.cuda.device(device_index):
         device = Device(device_index)
         device.set_current()
-        return compiled_program(nvrtc.SOURCE, name, device.arch).get_kernel(name)
+        return compiled_program(source, name, device.arch).get_kernel(name)
+
+
+def kernel(dtype: torch.dtype, vec: int, device_index: int):
+    return loaded_kernel(nvrtc.SOURCE, nvrtc.kernel_name(dtype, vec), device_index)
 
 
 def compile_only(dtype: torch.dtype, vec: int) -> bytes:
@@ -77,12 +80,7 @@ def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     return y
 
 
-@fused_bias_relu.register_kernel("cpu")
-def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
-    """CPU tensors: the PyTorch reference, as the NVRTC op's."""
-    nvrtc.check_inputs(x, bias)
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-    return torch.relu(x.to(compute) * scale + bias.to(compute)).to(x.dtype)
+fused_bias_relu.register_kernel("cpu")(nvrtc.cpu_kernel)  # the PyTorch reference, as the NVRTC op's
 
 
 contract.register_fake_and_autograd(fused_bias_relu)

@@ -8,26 +8,19 @@ test_kernel_languages.py.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import nvrtc_reduce_sum as nvrtc
 import reduce_sum_contract as contract
 import torch
-from cuda.core import Device, LaunchConfig, launch
-from cuda_core_fused_bias_relu import compiled_program
+from cuda.core import LaunchConfig, launch
+from cuda_core_fused_bias_relu import compiled_program, loaded_kernel
 from nvrtc_fused_bias_relu import TYPE_NAMES
 from torch import Tensor
 
 
-@functools.cache
 def kernel(dtype: torch.dtype, vec: int, device_index: int):
     """Compiled on first use per (dtype, vector width, GPU) and loaded on that GPU."""
-    name = nvrtc.kernel_name(dtype, vec)
-    with torch.cuda.device(device_index):
-        device = Device(device_index)
-        device.set_current()
-        return compiled_program(nvrtc.SOURCE, name, device.arch).get_kernel(name)
+    return loaded_kernel(nvrtc.SOURCE, nvrtc.kernel_name(dtype, vec), device_index)
 
 
 def compile_only(dtype: torch.dtype, vec: int) -> bytes:
@@ -57,11 +50,7 @@ def reduce_sum(x: Tensor) -> Tensor:
     return plan.out
 
 
-@reduce_sum.register_kernel("cpu")
-def _(x: Tensor) -> Tensor:
-    """CPU tensors: the PyTorch reference, summed in float32 (float64 stays)."""
-    nvrtc.check_inputs(x)
-    return x.sum(dtype=contract.accumulate_dtype(x.dtype)).to(x.dtype)
+reduce_sum.register_kernel("cpu")(nvrtc.cpu_kernel)  # the PyTorch reference, as the NVRTC op's
 
 
 contract.register_fake_and_autograd(reduce_sum)

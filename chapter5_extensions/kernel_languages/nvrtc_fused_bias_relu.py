@@ -125,12 +125,15 @@ def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     return y
 
 
-@fused_bias_relu.register_kernel("cpu")
-def _(x: Tensor, bias: Tensor, scale: float) -> Tensor:
-    """CPU tensors: the PyTorch reference, computed in float32 (float64 stays)."""
+def cpu_kernel(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+    """CPU tensors: the PyTorch reference, computed in float32 (float64 stays). The cuda.core op's
+    CPU kernel too."""
     check_inputs(x, bias)
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     return torch.relu(x.to(compute) * scale + bias.to(compute)).to(x.dtype)
+
+
+fused_bias_relu.register_kernel("cpu")(cpu_kernel)
 
 
 contract.register_fake_and_autograd(fused_bias_relu)

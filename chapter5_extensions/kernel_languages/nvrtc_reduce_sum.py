@@ -96,11 +96,14 @@ def reduce_sum(x: Tensor) -> Tensor:
     return plan.out
 
 
-@reduce_sum.register_kernel("cpu")
-def _(x: Tensor) -> Tensor:
-    """CPU tensors: the PyTorch reference, summed in float32 (float64 stays)."""
+def cpu_kernel(x: Tensor) -> Tensor:
+    """CPU tensors: the PyTorch reference, summed in float32 (float64 stays). The cuda.core op's
+    CPU kernel too."""
     check_inputs(x)
     return x.sum(dtype=contract.accumulate_dtype(x.dtype)).to(x.dtype)
+
+
+reduce_sum.register_kernel("cpu")(cpu_kernel)
 
 
 contract.register_fake_and_autograd(reduce_sum)
