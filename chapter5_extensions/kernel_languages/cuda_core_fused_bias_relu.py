@@ -87,15 +87,4 @@ contract.register_fake_and_autograd(fused_bias_relu)
 
 
 if __name__ == "__main__":
-    if torch.cuda.is_available():
-        x = torch.randn(1000, 333, device="cuda")
-        b = torch.randn(333, device="cuda")
-        gap = (fused_bias_relu(x, b, 0.5) - torch.relu(x * 0.5 + b)).abs().max().item()
-        print(f"course_cuda_core.fused_bias_relu: largest difference from torch: {gap:.1e}")
-    else:
-        sizes = {
-            f"{d} x{v}": len(compile_only(d, v))
-            for d in nvrtc.TYPE_NAMES
-            for v in (1, 16 // d.itemsize)
-        }
-        print("no GPU: compiled for sm_90 only (bytes of CUBIN):", sizes)
+    nvrtc.demo(fused_bias_relu, compile_only, "course_cuda_core.fused_bias_relu")

@@ -14,7 +14,6 @@ import reduce_sum_contract as contract
 import torch
 from cuda.core import LaunchConfig, launch
 from cuda_core_fused_bias_relu import compiled_program, loaded_kernel
-from nvrtc_fused_bias_relu import TYPE_NAMES
 from torch import Tensor
 
 
@@ -57,12 +56,4 @@ contract.register_fake_and_autograd(reduce_sum)
 
 
 if __name__ == "__main__":
-    if torch.cuda.is_available():
-        x = torch.randn(10_000_003, device="cuda")
-        gap = (reduce_sum(x).double() - x.double().sum()).abs().item()
-        print(f"course_cuda_core.reduce_sum: difference from a float64 sum: {gap:.1e}")
-    else:
-        sizes = {
-            f"{d} x{v}": len(compile_only(d, v)) for d in TYPE_NAMES for v in (1, 16 // d.itemsize)
-        }
-        print("no GPU: compiled for sm_90 only (bytes of CUBIN):", sizes)
+    nvrtc.demo(reduce_sum, compile_only, "course_cuda_core.reduce_sum")

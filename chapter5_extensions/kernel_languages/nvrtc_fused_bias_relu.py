@@ -139,14 +139,20 @@ fused_bias_relu.register_kernel("cpu")(cpu_kernel)
 contract.register_fake_and_autograd(fused_bias_relu)
 
 
-if __name__ == "__main__":
+def demo(op, compile_only, name: str) -> None:
+    """The script's run (this file's and cuda_core_fused_bias_relu.py's): on a GPU, the op
+    against torch; without one, the size of each CUBIN compiled for sm_90."""
     if torch.cuda.is_available():
         x = torch.randn(1000, 333, device="cuda")
         b = torch.randn(333, device="cuda")
-        gap = (fused_bias_relu(x, b, 0.5) - torch.relu(x * 0.5 + b)).abs().max().item()
-        print(f"course_nvrtc.fused_bias_relu: largest difference from torch.relu(x*s+b): {gap:.1e}")
+        gap = (op(x, b, 0.5) - torch.relu(x * 0.5 + b)).abs().max().item()
+        print(f"{name}: largest difference from torch.relu(x*s+b): {gap:.1e}")
     else:
         sizes = {
             f"{d} x{v}": len(compile_only(d, v)) for d in TYPE_NAMES for v in (1, 16 // d.itemsize)
         }
         print("no GPU: compiled for sm_90 only (bytes of CUBIN):", sizes)
+
+
+if __name__ == "__main__":
+    demo(fused_bias_relu, compile_only, "course_nvrtc.fused_bias_relu")

@@ -109,13 +109,19 @@ reduce_sum.register_kernel("cpu")(cpu_kernel)
 contract.register_fake_and_autograd(reduce_sum)
 
 
-if __name__ == "__main__":
+def demo(op, compile_only, name: str) -> None:
+    """The script's run (this file's and cuda_core_reduce_sum.py's): on a GPU, the op against a
+    float64 sum; without one, the size of each CUBIN compiled for sm_90."""
     if torch.cuda.is_available():
         x = torch.randn(10_000_003, device="cuda")
-        gap = (reduce_sum(x).double() - x.double().sum()).abs().item()
-        print(f"course_nvrtc.reduce_sum: difference from a float64 sum: {gap:.1e}")
+        gap = (op(x).double() - x.double().sum()).abs().item()
+        print(f"{name}: difference from a float64 sum: {gap:.1e}")
     else:
         sizes = {
             f"{d} x{v}": len(compile_only(d, v)) for d in TYPE_NAMES for v in (1, 16 // d.itemsize)
         }
         print("no GPU: compiled for sm_90 only (bytes of CUBIN):", sizes)
+
+
+if __name__ == "__main__":
+    demo(reduce_sum, compile_only, "course_nvrtc.reduce_sum")
