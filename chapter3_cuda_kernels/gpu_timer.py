@@ -53,9 +53,15 @@ class Timer:
 
     def __init__(self, min_sleep_ms: float = 2.0, max_sleep_ms: float = 100.0) -> None:
         self.flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-        # torch.cuda._sleep(cycles) spins the GPU for a number of clock cycles: calibrate it once.
-        self.cycles_per_ms = 1_000_000 / event_ms(lambda: torch.cuda._sleep(1_000_000))
         self.min_sleep_ms, self.max_sleep_ms = min_sleep_ms, max_sleep_ms
+        self.calibrate()
+
+    def calibrate(self) -> None:
+        """torch.cuda._sleep(cycles) spins the GPU for a number of clock cycles, and the clock
+        changes: an idle GPU runs slower, so a sleep sized while it was idle ends too soon to hide
+        a slow call's host time. Measured after a warm-up spin, and again before each measure()."""
+        torch.cuda._sleep(2_000_000)
+        self.cycles_per_ms = 2_000_000 / event_ms(lambda: torch.cuda._sleep(2_000_000))
 
     def sleep(self, ms: float) -> None:
         torch.cuda._sleep(int(ms * self.cycles_per_ms))
@@ -76,6 +82,7 @@ class Timer:
         `runs_host_not_hidden`; loop=0 leaves loop_ms out."""
         fn()
         torch.cuda.synchronize()
+        self.calibrate()
         host = statistics.median(self.host_ms(fn) for _ in range(3))
         sleep_ms = min(max(self.min_sleep_ms, 4 * host), self.max_sleep_ms)
         events, late = [], 0

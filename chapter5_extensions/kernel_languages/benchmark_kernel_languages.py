@@ -1,7 +1,7 @@
 """Two ops written each way the course shows: fused_bias_relu's forward (y = relu(x * scale +
 bias), elementwise) and reduce_sum (the sum of all elements), as CUDA C++ in the package
-(custom_ops), NVRTC in process (through torch and through cuda.core), Triton, Helion, and what
-PyTorch does itself (eager,
+(custom_ops), NVRTC in process (through torch and through cuda.core), Triton, Helion, CuTe DSL
+(fused_bias_relu only; Helion and CuTe DSL where installed), and what PyTorch does itself (eager,
 torch.compile). Per op and way: GPU time and the fraction of the copy floor at 2^20, 2^24 and 2^28
 elements in float32 and bfloat16, back to back, the first call's time in a new process with empty
 caches (cold) and with the caches of a first run (warm), the lines of kernel code, and whether
@@ -49,10 +49,23 @@ EXPONENTS = (20, 24, 28)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # fused_bias_relu's forward (memory-bound, elementwise) and reduce_sum (a reduction to one number).
 OPS = ("fused_bias_relu", "reduce_sum")
-WAYS = ["eager PyTorch", "torch.compile", "CUDA C++ (custom_ops)", "NVRTC", "cuda.core", "Triton"]
-# Helion is optional (helion_fused_bias_relu.py says how to install it): measured where it is.
+WAYS = ["eager PyTorch", "torch.compile", "CUDA C++ (custom_ops)", "NVRTC", "Triton"]
+# cuda.core is in requirements.txt; Helion and CuTe DSL are optional (their files say how to
+# install them). Each is measured where it is installed; CuTe DSL for fused_bias_relu only.
+if importlib.util.find_spec("cuda.core") is not None:
+    WAYS.insert(4, "cuda.core")
 if importlib.util.find_spec("helion") is not None:
     WAYS.append("Helion")
+if importlib.util.find_spec("cutlass") is not None:
+    WAYS.append("CuTe DSL")
+ONLY_FOR = {"CuTe DSL": "fused_bias_relu"}
+
+
+def ways(op: str) -> list[str]:
+    """The ways this run measures for `op`."""
+    return [way for way in WAYS if ONLY_FOR.get(way, op) == op]
+
+
 # What each way is tried with, and the column that says whether it worked.
 FEATURES = {
     "autograd": "autograd",
@@ -88,6 +101,7 @@ def make_way(op: str, way: str):
             "cuda.core": "cuda_core_fused_bias_relu",
             "Triton": "triton_fused_bias_relu",
             "Helion": "helion_fused_bias_relu",
+            "CuTe DSL": "cute_fused_bias_relu",
         }[way]
         fn = importlib.import_module(module).fused_bias_relu
         return lambda x, bias: fn(x, bias, SCALE)
@@ -168,7 +182,32 @@ def kernel_lines(op: str) -> dict:
     if "Helion" in WAYS:
         kernel = getattr(importlib.import_module(helion[0]), helion[1])
         lines["Helion"] = code_lines(inspect.getsource(kernel.fn))
+    if "CuTe DSL" in ways(
+        op
+    ):  # the @cute.kernel and the @cute.jit function that tiles and launches
+        tree_text = (HERE / "cute_fused_bias_relu.py").read_text()
+        lines["CuTe DSL"] = code_lines(
+            python_functions(tree_text, ("fused_bias_relu_kernel", "fused_bias_relu_host"))
+        )
     return lines
+
+
+def python_functions(text: str, names: tuple[str, ...]) -> str:
+    """The source of the named top-level functions of a Python file, decorators included."""
+    import ast
+
+    lines = text.splitlines()
+    return "\n".join(
+        "\n".join(
+            lines[
+                node.decorator_list[0].lineno - 1
+                if node.decorator_list
+                else node.lineno - 1 : node.end_lineno
+            ]
+        )
+        for node in ast.parse(text).body
+        if isinstance(node, ast.FunctionDef) and node.name in names
+    )
 
 
 # ---- what works ---------------------------------------------------------------------------------
@@ -265,6 +304,7 @@ def start_times(op: str, way: str) -> dict:
             "TRITON_CACHE_DIR": f"{caches}/triton",
             "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor",
             "HELION_CACHE_DIR": f"{caches}/helion",
+            "CUTE_DSL_CACHE_DIR": f"{caches}/cute",
         }
         command = [sys.executable, __file__, "--probe", op, way]
 
@@ -308,7 +348,7 @@ def one_size(timer, op: str, fns: dict, dtype_name: str, e: int) -> list[dict]:
             "of_floor": floor_ms / measured[way]["gpu_ms"],
             "copy_gbps": 2 * x.numel() * x.element_size() / measured["copy_"]["gpu_ms"] / 1e6,
         }
-        for way in WAYS
+        for way in fns
     ]
 
 
@@ -318,7 +358,7 @@ def bandwidth_rows(timer, ops: list[str]) -> list[dict]:
         for dtype_name in DTYPES:
             for e in EXPONENTS:
                 torch._dynamo.reset()  # a graph per size, as a model with static shapes gets
-                fns = {way: make_way(op, way) for way in WAYS}
+                fns = {way: make_way(op, way) for way in ways(op)}
                 rows += one_size(timer, op, fns, dtype_name, e)
     return rows
 
@@ -328,7 +368,10 @@ def bandwidth_rows(timer, ops: list[str]) -> list[dict]:
 
 def to_markdown(result: dict) -> str:
     head = result["header"]
-    ways = list(dict.fromkeys(r["way"] for r in result["rows"]))  # those measured, Helion or not
+
+    def measured(op: str) -> list[str]:  # the ways this result has for op, Helion or not
+        return list(dict.fromkeys(r["way"] for r in result["rows"] if r.get("op", op) == op))
+
     lines = [
         "# Two ops, every way to write them: fused_bias_relu's forward and reduce_sum",
         "",
@@ -347,7 +390,7 @@ def to_markdown(result: dict) -> str:
             "| way | dtype | " + " | ".join(sizes) + " |",
             "| --- | --- | " + " | ".join("---:" for _ in sizes) + " |",
         ]
-        for way in ways:
+        for way in measured(op):
             for dtype in DTYPES:
                 cells = [
                     cell(r)
@@ -378,7 +421,7 @@ def to_markdown(result: dict) -> str:
             + " |",
             "| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |",
         ]
-        for way in ways:
+        for way in measured(op):
             s = result["starts"][op][way]
             f = result["features"][op][way]
 
@@ -393,7 +436,7 @@ def to_markdown(result: dict) -> str:
             )
         refusals = [
             f"{way}, {FEATURES[k]}: {f.split(': ', 1)[1]}"
-            for way in ways
+            for way in measured(op)
             for k, f in result["features"][op][way].items()
             if f.startswith("no: ")
         ]
@@ -408,15 +451,16 @@ def to_markdown(result: dict) -> str:
         + "; ".join(f"{d} 2^{e}: {copy[(d, 2**e)]:,.0f}" for d in DTYPES for e in EXPONENTS)
         + ".",
         "",
-        "Cold: a new process, empty Triton, Inductor and Helion caches, from importing the way to its "
-        "first result on 2^20 float32 elements (the CUDA context made before); for CUDA C++ "
+        "Cold: a new process, empty Triton, Inductor, Helion and CuTe DSL caches, from importing the "
+        "way to its first result on 2^20 float32 elements (the CUDA context made before); for CUDA C++ "
         "nvcc on `csrc/cuda/<op>.cu` with the build's own command, plus the warm "
         "time. Warm: the same in a second process with the caches the first left (NVRTC and "
         "cuda.core keep none: they compile again). Kernel lines: the device code without blank and "
         "comment lines (CUDA C++: the `__global__` template and, for reduce_sum, its two "
         "`__device__` helpers; NVRTC and cuda.core: the same whole `.cu` file; Triton: the "
         "`@triton.jit` functions; "
-        "Helion: the `@helion.kernel` function; PyTorch: the Python function).",
+        "Helion: the `@helion.kernel` function; CuTe DSL: the `@cute.kernel` and the `@cute.jit` "
+        "function that tiles and launches it; PyTorch: the Python function).",
         "",
     ]
     return "\n".join(lines)
@@ -436,7 +480,8 @@ def plot(result: dict, path: Path):
                     for r in result["rows"]
                     if (r.get("op", "fused_bias_relu"), r["way"], r["dtype"]) == (op, way, dtype)
                 ]
-                ax.plot([r["elements"] for r in rows], [r["of_floor"] for r in rows], label=way)
+                if rows:
+                    ax.plot([r["elements"] for r in rows], [r["of_floor"] for r in rows], label=way)
             ax.axhline(1.0, label="copy_ (floor)", **plot_style.REFERENCE)
             ax.set_title(f"{op}, {dtype}")
             plot_style.log2_axis(ax, "x", [2**e for e in EXPONENTS])
@@ -496,9 +541,9 @@ def main(argv: list[str] | None = None) -> int:
             "cuda": torch.version.cuda,
             "date": datetime.date.today().isoformat(),
         },
-        "starts": {op: {way: start_times(op, way) for way in WAYS} for op in args.ops},
+        "starts": {op: {way: start_times(op, way) for way in ways(op)} for op in args.ops},
         "lines": {op: kernel_lines(op) for op in args.ops},
-        "features": {op: {way: features(op, way) for way in WAYS} for op in args.ops},
+        "features": {op: {way: features(op, way) for way in ways(op)} for op in args.ops},
         "rows": bandwidth_rows(Timer(), args.ops),
     }
     write(result, args.out)

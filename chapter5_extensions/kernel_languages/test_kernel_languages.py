@@ -1,8 +1,8 @@
 """Tests of the kernel-languages comparison's own ops (further/kernel_languages.md) against plain
 PyTorch: fused_bias_relu compiled by NVRTC (nvrtc_fused_bias_relu.py), the same kernel compiled and
-launched with cuda.core (cuda_core_fused_bias_relu.py), and written in Helion
-(helion_fused_bias_relu.py, where helion is installed: it is optional); reduce_sum the same ways and
-in Triton (nvrtc_, cuda_core_, triton_ and helion_reduce_sum.py).
+launched with cuda.core (cuda_core_fused_bias_relu.py), and written in Helion and in CuTe DSL
+(helion_ and cute_fused_bias_relu.py, where installed: both are optional); reduce_sum the same ways
+but CuTe DSL, and in Triton (nvrtc_, cuda_core_, triton_ and helion_reduce_sum.py).
 
     python chapter5_extensions/kernel_languages/test_kernel_languages.py   # or with pytest
 
@@ -53,6 +53,17 @@ else:
 
     CUDA_CORE_SKIP = None
     OPS["cuda_core"] = cuda_core_fused_bias_relu.fused_bias_relu
+# CuTe DSL (optional, 59 MB): NVIDIA's Python DSL over CuTe layouts. It compiles only with a CUDA
+# driver, so without a GPU its op's CPU kernel (the PyTorch reference) is all these tests reach.
+if importlib.util.find_spec("cutlass") is None:
+    CUTE_SKIP = (
+        "CuTe DSL is not installed (optional: pip install --no-deps nvidia-cutlass-dsl==4.3.5)"
+    )
+else:
+    import cute_fused_bias_relu
+
+    CUTE_SKIP = None
+    OPS["cute"] = cute_fused_bias_relu.fused_bias_relu
 WAY = pytest.mark.parametrize("way", list(OPS), ids=str)
 
 # reduce_sum, by way. Triton, like Helion, needs its interpreter for CPU tensors, chosen before
@@ -368,6 +379,13 @@ def test_the_reduce_sum_profile_page_is_what_its_csv_says():
     assert table in (perf / "kernel_languages_reduce_ncu.md").read_text()
     ways = {line.split(" | ")[0].strip("| ") for line in table.splitlines()[2:]}
     assert ways == {name for _, name in profile_reduce_sum_ways.WAYS.values()}
+
+
+def test_cute_dsl_runs_here_or_says_why():
+    """CuTe DSL is optional: a machine without it skips its cases, and says which and why."""
+    if CUTE_SKIP:
+        pytest.skip(CUTE_SKIP)
+    assert "cute" in OPS
 
 
 def test_helion_runs_here_or_says_why():
