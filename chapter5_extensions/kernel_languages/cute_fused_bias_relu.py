@@ -19,9 +19,10 @@ import torch
 from cutlass.cute.runtime import from_dlpack
 from torch import Tensor
 
-# 128 threads as 4 rows of 32; each thread owns 4 rows of one 16-byte vector (or of one element).
+# 128 threads as 4 rows of 32, each copying one 16-byte vector (or one element): a tile of 4 rows.
+# Chosen by tune_cute_tiles.py over 1 to 8 rows a thread and 256 threads (its results file).
 THREADS = (4, 32)
-ROWS_PER_THREAD = 4
+ROWS_PER_THREAD = 1
 
 
 @cute.kernel
@@ -37,8 +38,8 @@ def fused_bias_relu_kernel(
     thread, _, _ = cute.arch.thread_idx()
     block, _, _ = cute.arch.block_idx()
     # Consecutive blocks along a row of tiles, as x lies in memory. (In CuTe's own order, down
-    # the columns first, the op reached 90% of the copy floor at 2^28 in float32 on an H200; in
-    # this one, 96%: docs/perf/h100/kernel_languages_cute*.md.)
+    # the columns first, the op with 4 rows a thread reached 90% of the copy floor at 2^28 in
+    # float32 on an H200; in this one, 96%: docs/perf/h100/kernel_languages_cute*.md.)
     across = cute.size(gX, mode=[1, 1])
     tile = ((None, None), (block // across, block % across))  # all of this block's tile
     mine = tiled_copy.get_slice(thread)
@@ -111,20 +112,24 @@ def cute_tensor(t: Tensor, vec: int):
     return view.mark_compact_shape_dynamic(mode=t.dim() - 1, stride_order=order, divisibility=vec)
 
 
-# One cute.compile per (dtype, vector width), on first use: the trace and the compile take about
-# a second; CuTe DSL also keeps the result in a file cache (CUTE_DSL_CACHE_DIR).
+# One cute.compile per (dtype, vector width), on first use (CuTe DSL also keeps the result in a
+# file cache, CUTE_DSL_CACHE_DIR), and the compiled function bound to each GPU that calls it: a
+# compiled function called directly runs in the context it first ran in.
 _COMPILED: dict = {}
+_ON_DEVICE: dict = {}
 
 
-def compiled(dtype: torch.dtype, vec: int, views: tuple):
-    """The compiled host function; `views` (x, bias, y) give the first compile its types, not
-    its sizes, which stay arguments."""
+def compiled(dtype: torch.dtype, vec: int, device_index: int, views: tuple):
+    """The compiled host function for one GPU; `views` (x, bias, y) give the first compile its
+    types, not its sizes, which stay arguments."""
     if (dtype, vec) not in _COMPILED:
         x, bias, y = views
         _COMPILED[dtype, vec] = cute.compile(
             fused_bias_relu_host, x, bias, y, cutlass.Float64(1.0), cuda.CUstream(0), vec
         )
-    return _COMPILED[dtype, vec]
+    if (dtype, vec, device_index) not in _ON_DEVICE:
+        _ON_DEVICE[dtype, vec, device_index] = _COMPILED[dtype, vec].to(device_index)
+    return _ON_DEVICE[dtype, vec, device_index]
 
 
 @torch.library.custom_op("course_cute::fused_bias_relu", mutates_args=(), device_types="cuda")
@@ -132,6 +137,10 @@ def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     """y = relu(x * scale + bias): x (..., cols) on a GPU, any strides, float32, float64, float16
     or bfloat16; bias (cols,) of x's dtype and device. CPU tensors take the PyTorch reference."""
     contract.check_inputs(x, bias)
+    torch._check(
+        x.numel() < 2**31,
+        lambda: f"fused_bias_relu: at most 2^31 - 1 elements (not tested beyond), got {x.numel()}",
+    )
     x, bias = x.contiguous(), bias.contiguous()
     y = torch.empty_like(x)
     if x.numel() == 0:
@@ -142,8 +151,8 @@ def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     if cols % vec or any(t.data_ptr() % 16 for t in (x, bias, y)):
         vec = 1
     views = (cute_tensor(x2, vec), cute_tensor(bias, vec), cute_tensor(y2, vec))
-    kernel = compiled(x.dtype, vec, views)
-    with torch.cuda.device(x.device):
+    with torch.cuda.device(x.device):  # compiled there the first time; launched on its stream
+        kernel = compiled(x.dtype, vec, x.device.index, views)
         kernel(
             *views, cutlass.Float64(scale), cuda.CUstream(torch.cuda.current_stream().cuda_stream)
         )
