@@ -10,12 +10,20 @@ CuTe DSL 4.3.5 traces and compiles without a GPU but will not finish cute.compil
 CUDA driver (it loads the result as it compiles), so CPU tensors take the PyTorch reference.
 """
 
+import sys
+
+import torch
+
+if __name__ == "__main__" and not torch.cuda.is_available():
+    # Said before importing CuTe DSL, which a machine without a GPU may not have installed.
+    print("cute_fused_bias_relu.py needs a GPU: CuTe DSL compiles only with a CUDA driver")
+    sys.exit(2)
+
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 import fused_bias_relu_contract as contract
 import nvrtc_fused_bias_relu as nvrtc
-import torch
 from cutlass.cute.runtime import from_dlpack
 from torch import Tensor
 
@@ -166,6 +174,4 @@ contract.register_fake_and_autograd(fused_bias_relu)
 
 
 if __name__ == "__main__":
-    if not torch.cuda.is_available():
-        raise SystemExit("cute_fused_bias_relu.py: CuTe DSL compiles only with a CUDA driver")
     nvrtc.demo(fused_bias_relu, None, "course_cute.fused_bias_relu")
