@@ -255,6 +255,28 @@ def test_a_cuda_graph_replays_the_launch(way):
     torch.testing.assert_close(y, reference(x, bias, 0.5).float())
 
 
+TWO_GPUS = pytest.mark.skipif(
+    torch.cuda.device_count() < 2,
+    reason=f"needs two GPUs (torch.cuda.device_count() is {torch.cuda.device_count()})",
+)
+
+
+@pytest.mark.cuda
+@TWO_GPUS
+@WAY
+def test_runs_on_a_gpu_that_is_not_the_current_one(way):
+    """Inputs on cuda:1 while cuda:0 is current, after a call on cuda:0: a way that compiles or
+    loads for the first GPU it meets, or launches on the current device's stream, fails here."""
+    fn = op(way, "cuda")
+    for device in ("cuda:0", "cuda:1", "cuda:0"):
+        x = random((64, 512), torch.float32, device, seed=15)
+        bias = random((512,), torch.float32, device, seed=16)
+        with torch.cuda.device(0):
+            y = fn(x, bias, 0.5)
+        assert y.device == x.device
+        torch.testing.assert_close(y, reference(x, bias, 0.5).float())
+
+
 # ---- reduce_sum ---------------------------------------------------------------------------------
 
 
@@ -367,6 +389,18 @@ def test_reduce_sum_in_a_cuda_graph(way):
     x.copy_(random((1000, 1000), torch.float32, "cuda", seed=26))
     graph.replay()
     torch.testing.assert_close(total.double(), x.double().sum(), rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.cuda
+@TWO_GPUS
+@SUM_WAY
+def test_reduce_sum_runs_on_a_gpu_that_is_not_the_current_one(way):
+    for device in ("cuda:0", "cuda:1", "cuda:0"):
+        x = random((100_003,), torch.float32, device, seed=27)
+        with torch.cuda.device(0):
+            total = sum_op(way, "cuda")(x)
+        assert total.device == x.device
+        torch.testing.assert_close(total.double(), x.double().sum(), rtol=1e-5, atol=1e-3)
 
 
 def test_the_reduce_sum_profile_page_is_what_its_csv_says():
