@@ -57,9 +57,11 @@ class Timer:
         self.calibrate()
 
     def calibrate(self) -> None:
-        """torch.cuda._sleep(cycles) spins the GPU for a number of clock cycles, and the clock
-        changes: an idle GPU runs slower, so a sleep sized while it was idle ends too soon to hide
-        a slow call's host time. Measured after a warm-up spin, and again before each measure()."""
+        """torch.cuda._sleep(cycles) spins the GPU for a number of clock cycles. The first spin of
+        a process measured 30 times fewer cycles a millisecond than the ones after it (an H200,
+        docs/perf/h100/timer_sleep_calibration.md), and a sleep sized from it ends too soon to
+        hide a slow call's host time. So: measured after a warm-up spin, and before each
+        measure()."""
         torch.cuda._sleep(2_000_000)
         self.cycles_per_ms = 2_000_000 / event_ms(lambda: torch.cuda._sleep(2_000_000))
 
