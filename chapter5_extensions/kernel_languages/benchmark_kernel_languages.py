@@ -165,49 +165,29 @@ def kernel_lines(op: str) -> dict:
         )
         python = inspect.getsource(eager_sum)
         helion = ("helion_reduce_sum", "partial_sums")
+    # The NVRTC kernel's file and the helpers it shares with the other NVRTC kernel.
+    nvrtc_lines = code_lines(
+        (HERE / "nvrtc_common.cuh").read_text() + (HERE / f"{op}_nvrtc.cu").read_text()
+    )
     lines = {
         "eager PyTorch": code_lines(python),
         "torch.compile": code_lines(python),
         "CUDA C++ (custom_ops)": code_lines(cuda_cpp),
-        # The kernel's file and the helpers it shares with the other NVRTC kernel.
-        "NVRTC": code_lines(
-            (HERE / "nvrtc_common.cuh").read_text() + (HERE / f"{op}_nvrtc.cu").read_text()
-        ),
+        "NVRTC": nvrtc_lines,
         # The same file: what differs is the Python that compiles and launches it.
-        "cuda.core": code_lines(
-            (HERE / "nvrtc_common.cuh").read_text() + (HERE / f"{op}_nvrtc.cu").read_text()
-        ),
+        "cuda.core": nvrtc_lines,
         "Triton": code_lines(triton),
     }
     if "Helion" in WAYS:
         kernel = getattr(importlib.import_module(helion[0]), helion[1])
         lines["Helion"] = code_lines(inspect.getsource(kernel.fn))
-    if "CuTe DSL" in ways(
-        op
-    ):  # the @cute.kernel and the @cute.jit function that tiles and launches
-        tree_text = (HERE / "cute_fused_bias_relu.py").read_text()
+    if "CuTe DSL" in ways(op):  # the @cute.kernel, and the @cute.jit function that launches it
+        cute = importlib.import_module("cute_fused_bias_relu")
         lines["CuTe DSL"] = code_lines(
-            python_functions(tree_text, ("fused_bias_relu_kernel", "fused_bias_relu_host"))
+            inspect.getsource(cute.fused_bias_relu_kernel)
+            + inspect.getsource(cute.fused_bias_relu_host)
         )
     return lines
-
-
-def python_functions(text: str, names: tuple[str, ...]) -> str:
-    """The source of the named top-level functions of a Python file, decorators included."""
-    import ast
-
-    lines = text.splitlines()
-    return "\n".join(
-        "\n".join(
-            lines[
-                node.decorator_list[0].lineno - 1
-                if node.decorator_list
-                else node.lineno - 1 : node.end_lineno
-            ]
-        )
-        for node in ast.parse(text).body
-        if isinstance(node, ast.FunctionDef) and node.name in names
-    )
 
 
 # ---- what works ---------------------------------------------------------------------------------

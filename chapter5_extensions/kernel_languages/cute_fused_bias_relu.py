@@ -1,9 +1,9 @@
 """fused_bias_relu's forward, y = relu(x * scale + bias), written in CuTe DSL (NVIDIA's Python DSL
 for CUTLASS's CuTe): the kernel is Python over layouts, traced to MLIR and compiled by NVIDIA's
 own compiler. Registered with torch.library as course_cute::fused_bias_relu, as the NVRTC op is.
-Lesson: chapter 5, further/kernel_languages.md; tests: test_kernel_languages.py.
+Lesson: chapter 5, further/cute_dsl.md; tests: test_kernel_languages.py.
 
-    pip install --no-deps nvidia-cutlass-dsl==4.3.5   # optional, 59 MB; its newer wheels are 92+
+    pip install --no-deps nvidia-cutlass-dsl==4.3.5   # optional, 55.9 MiB (4.8.1: 92 MiB or more)
     python chapter5_extensions/kernel_languages/cute_fused_bias_relu.py    # needs a GPU
 
 CuTe DSL 4.3.5 traces and compiles without a GPU but will not finish cute.compile without a
@@ -144,20 +144,14 @@ def compiled(dtype: torch.dtype, vec: int, device_index: int, views: tuple):
 def fused_bias_relu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
     """y = relu(x * scale + bias): x (..., cols) on a GPU, any strides, float32, float64, float16
     or bfloat16; bias (cols,) of x's dtype and device. CPU tensors take the PyTorch reference."""
-    contract.check_inputs(x, bias)
-    torch._check(
-        x.numel() < 2**31,
-        lambda: f"fused_bias_relu: at most 2^31 - 1 elements (not tested beyond), got {x.numel()}",
-    )
+    nvrtc.check_inputs(x, bias)  # CuTe's shapes are 32-bit too
     x, bias = x.contiguous(), bias.contiguous()
     y = torch.empty_like(x)
     if x.numel() == 0:
         return y
     cols = x.shape[-1]
     x2, y2 = x.view(-1, cols), y.view(-1, cols)
-    vec = 16 // x.element_size()
-    if cols % vec or any(t.data_ptr() % 16 for t in (x, bias, y)):
-        vec = 1
+    vec = nvrtc.vector_width(x, bias, y)
     views = (cute_tensor(x2, vec), cute_tensor(bias, vec), cute_tensor(y2, vec))
     with torch.cuda.device(x.device):  # compiled there the first time; launched on its stream
         kernel = compiled(x.dtype, vec, x.device.index, views)

@@ -74,11 +74,12 @@ def compile_only(dtype: torch.dtype, vec: int) -> bytes:
 
 
 def check_inputs(x: Tensor, bias: Tensor) -> None:
-    """The shared checks, and one of this kernel's own: its sizes are 32-bit ints."""
+    """The shared checks, and one of this kernel's own (the CuTe DSL op's too): its sizes are
+    32-bit ints."""
     contract.check_inputs(x, bias)
     torch._check(
         x.numel() < 2**31,
-        lambda: f"fused_bias_relu: at most 2^31 - 1 elements (the kernel's int), got {x.numel()}",
+        lambda: f"fused_bias_relu: at most 2^31 - 1 elements (32-bit sizes), got {x.numel()}",
     )
 
 
@@ -90,15 +91,21 @@ class LaunchShape(NamedTuple):
     block: tuple[int, int, int]
 
 
+def vector_width(x: Tensor, bias: Tensor, y: Tensor) -> int:
+    """Elements a thread moves at once: 16 bytes' worth where the row length and every address
+    allow it, else one. (The CuTe DSL op chooses its version the same way.)"""
+    vec = 16 // x.element_size()
+    if x.shape[-1] % vec or any(t.data_ptr() % 16 for t in (x, bias, y)):
+        return 1
+    return vec
+
+
 def launch_shape(x: Tensor, bias: Tensor, y: Tensor) -> LaunchShape:
     """The kernel's template width, its int arguments and its grid, for contiguous x, bias, y.
     (cuda_core_fused_bias_relu.py launches the same kernel the same way.)"""
     cols = x.shape[-1]
     rows = x.numel() // cols
-    # 16-byte vectors where the row length and every address allow it, else one element a thread.
-    vec = 16 // x.element_size()
-    if cols % vec or any(t.data_ptr() % 16 for t in (x, bias, y)):
-        vec = 1
+    vec = vector_width(x, bias, y)
     vec_cols = cols // vec
     column_threads = min(32, 1 << (vec_cols - 1).bit_length())  # narrow rows: taller blocks
     block = (column_threads, 256 // column_threads, 1)

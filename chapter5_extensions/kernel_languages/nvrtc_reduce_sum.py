@@ -76,7 +76,7 @@ def check_inputs(x: Tensor) -> None:
     contract.check_inputs(x)
     torch._check(
         x.numel() < 2**31,
-        lambda: f"reduce_sum: at most 2^31 - 1 elements (the kernel's int), got {x.numel()}",
+        lambda: f"reduce_sum: at most 2^31 - 1 elements (32-bit sizes), got {x.numel()}",
     )
 
 

@@ -20,7 +20,6 @@ further/kernel_languages.md; results: docs/perf/h100/kernel_languages_reduce_ncu
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib
 import sys
 from pathlib import Path
@@ -29,6 +28,8 @@ HERE = Path(__file__).resolve().parent
 CHAPTER = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(CHAPTER))  # custom_ops
+
+import ncu_csv  # noqa: E402
 
 ELEMENTS = 2**28
 COLS = 1024
@@ -95,24 +96,16 @@ def summarize(report: Path) -> str:
             sections[way] = []
         elif way is not None and line.startswith('"'):
             sections[way].append(line)
-    to_us = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
-    to_mb = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
+    to_us, to_mb = ncu_csv.TO_US, ncu_csv.TO_MB
     out = [
         "| way | dtype | kernel | " + " | ".join(METRICS.values()) + " |",
         "| --- | --- | --- | " + " | ".join("---:" for _ in METRICS) + " |",
     ]
     for way, lines in sections.items():
-        kernels: dict[str, dict] = {}
-        for row in csv.DictReader(lines):
-            k = kernels.setdefault(row["ID"], {"name": row["Kernel Name"]})
-            k[row["Metric Name"]] = (
-                float(row["Metric Value"].replace(",", "")),
-                row["Metric Unit"],
-            )
         # The float32 call's kernels, then the bfloat16 call's: the second call starts where the
         # first call's first kernel comes again, template arguments aside (Helion's bfloat16
         # call adds a third kernel, a cast).
-        listed = list(kernels.values())
+        listed = ncu_csv.kernels(lines)
 
         def base(k: dict) -> str:
             return k["name"].split("<")[0]

@@ -202,6 +202,34 @@ def test_rejects_bad_input_with_a_message_naming_op_and_argument(
         OPS[way](x, bias, 0.5)
 
 
+@pytest.mark.cuda
+@WAY
+def test_rejects_a_bias_on_another_device(way):
+    x = torch.zeros(4, 8, device="cuda")
+    with pytest.raises(RuntimeError, match=r"fused_bias_relu: bias must be torch.float32 on cuda"):
+        OPS[way](x, torch.zeros(8), 0.5)
+
+
+def test_refuses_2_31_elements_before_any_launch():
+    """The NVRTC, cuda.core and CuTe DSL kernels take 32-bit sizes; meta tensors cost nothing."""
+    x = torch.empty(2**21, 1024, device="meta")
+    with pytest.raises(RuntimeError, match=r"at most 2\^31 - 1 elements \(32-bit sizes\)"):
+        nvrtc.check_inputs(x, torch.empty(1024, device="meta"))
+    with pytest.raises(RuntimeError, match=r"reduce_sum: at most 2\^31 - 1 elements"):
+        nvrtc_reduce_sum.check_inputs(x)
+
+
+def test_vector_width_is_16_bytes_only_where_rows_and_addresses_allow():
+    x = torch.zeros(4, 64)
+    bias, y = torch.zeros(64), torch.zeros(4, 64)
+    assert nvrtc.vector_width(x, bias, y) == 4
+    assert nvrtc.vector_width(x.half(), bias.half(), y.half()) == 8
+    odd = torch.zeros(4, 63)
+    assert nvrtc.vector_width(odd, torch.zeros(63), torch.zeros(4, 63)) == 1
+    off = torch.zeros(257)[1:].view(4, 64)  # 4 bytes past a 16-byte boundary
+    assert nvrtc.vector_width(off, bias, y) == 1
+
+
 @WAY
 def test_opcheck(way, device):
     """Schema, fake kernel, autograd registration and dispatch, as chapter 5's ops."""
@@ -416,10 +444,13 @@ def test_the_reduce_sum_profile_page_is_what_its_csv_says():
 
 
 def test_cute_dsl_runs_here_or_says_why():
-    """CuTe DSL is optional: a machine without it skips its cases, and says which and why."""
+    """CuTe DSL is optional: a machine without it skips its cases, and says which and why; with
+    it, its op is registered with torch.library: both devices, the fake (Meta) and autograd."""
     if CUTE_SKIP:
         pytest.skip(CUTE_SKIP)
-    assert "cute" in OPS
+    entry = torch._C._dispatch_dump("course_cute::fused_bias_relu")
+    for key in ("CPU", "CUDA", "Meta", "Autograd[alias]"):
+        assert f"{key}: registered" in entry, entry
 
 
 def test_helion_runs_here_or_says_why():

@@ -26,25 +26,29 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 VARIANTS = [(1, (4, 32)), (2, (4, 32)), (4, (4, 32)), (8, (4, 32)), (2, (8, 32)), (4, (8, 32))]
 
 
-def variant_op(module, rows: int, threads: tuple[int, int]):
-    """The op with this tile shape: the module's constants are read when a kernel is traced, so
-    set them and drop what was compiled before."""
+def compiled_variant(module, rows: int, threads: tuple[int, int], x, bias):
+    """The compiled function of cute_fused_bias_relu with this tile shape, for x's dtype and GPU.
+    The module's constants are read when the kernel is traced: set them, let the op compile, take
+    what it compiled and leave the caches empty for the next variant. Timed called directly, so
+    that every variant can take turns (the op holds one compile per dtype)."""
+    module.ROWS_PER_THREAD, module.THREADS = rows, threads
+    module._COMPILED.clear()
+    module._ON_DEVICE.clear()
+    module.fused_bias_relu(x, bias, 0.5)
+    (kernel,) = module._ON_DEVICE.values()
+    module._COMPILED.clear()
+    module._ON_DEVICE.clear()
+    return kernel
 
-    def op(x, bias):
-        module.ROWS_PER_THREAD, module.THREADS = rows, threads
-        return module.fused_bias_relu(x, bias, 0.5)
 
-    def compile_now(x, bias):
-        module.ROWS_PER_THREAD, module.THREADS = rows, threads
-        module._COMPILED.clear()
-        module._ON_DEVICE.clear()
-        op(x, bias)
-        kernel = module._ON_DEVICE[x.dtype, 16 // x.element_size(), x.device.index]
-        module._COMPILED.clear()  # the next variant traces its own
-        module._ON_DEVICE.clear()
-        return kernel
+def cute_dsl_version() -> str:
+    """The installed nvidia-cutlass-dsl's version, where pip's record of it is on the path."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return op, compile_now
+    try:
+        return version("nvidia-cutlass-dsl")
+    except PackageNotFoundError:
+        return "(version unknown: no package record on the path)"
 
 
 def main() -> int:
@@ -69,7 +73,7 @@ def main() -> int:
         "",
         f"Written by `chapter5_extensions/kernel_languages/tune_cute_tiles.py --out`: "
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CuTe DSL "
-        f"{cutlass.__version__ if hasattr(cutlass, '__version__') else '4.3.5'}, "
+        f"{cute_dsl_version()}, "
         f"{datetime.date.today().isoformat()}. GPU ms (median of 30, cold L2, in turns, middle of "
         "3 rounds) and the fraction of copy_'s time. A variant is (rows of one 16-byte vector "
         "each thread copies) x (threads as rows, columns); the op as committed is "
@@ -97,7 +101,7 @@ def main() -> int:
     for dtype_name, dtype in DTYPES.items():
         x = torch.randn(2**28 // COLS, COLS, device="cuda", dtype=dtype)
         bias = torch.randn(COLS, device="cuda", dtype=dtype)
-        kernels = {f"{r}x{t}": variant_op(cute_op, r, t)[1](x, bias) for r, t in VARIANTS}
+        kernels = {f"{r}x{t}": compiled_variant(cute_op, r, t, x, bias) for r, t in VARIANTS}
         cells = timed(x, bias, kernels)
         if dtype_name == "float32":
             lines += ["| dtype | " + " | ".join(cells) + " |", "| --- |" + " ---: |" * len(cells)]
@@ -113,7 +117,7 @@ def main() -> int:
         for e in (20, 24, 28):
             x = torch.randn(2**e // COLS, COLS, device="cuda", dtype=dtype)
             bias = torch.randn(COLS, device="cuda", dtype=dtype)
-            kernel = variant_op(cute_op, *committed)[1](x, bias)
+            kernel = compiled_variant(cute_op, *committed, x, bias)
             cells = timed(x, bias, {"CuTe DSL": kernel})
             lines.append(f"| {dtype_name} | 2^{e} | " + " | ".join(cells.values()) + " |")
     text = "\n".join(lines) + "\n"

@@ -19,7 +19,6 @@ Lesson: chapter 5, further/kernel_languages.md.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import importlib.util
 import json
@@ -33,6 +32,8 @@ CHAPTER = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(CHAPTER / "benchmarks"))  # gpu_timer
 sys.path.insert(0, str(CHAPTER))  # custom_ops, triton_fused_bias_relu
+
+import ncu_csv  # noqa: E402
 
 SCALE = 0.5
 COLS = 1024
@@ -238,18 +239,13 @@ def profile() -> None:
 def summarize(report: Path) -> str:
     """ncu's CSV (a row per kernel and metric) -> a markdown row per kernel, in launch order."""
     lines = [line for line in report.read_text().splitlines() if line.startswith('"')]
-    kernels: dict[str, dict] = {}
-    for row in csv.DictReader(lines):
-        k = kernels.setdefault(row["ID"], {"name": row["Kernel Name"]})
-        k[row["Metric Name"]] = (float(row["Metric Value"].replace(",", "")), row["Metric Unit"])
-    to_us = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
-    to_mb = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3}
+    to_us, to_mb = ncu_csv.TO_US, ncu_csv.TO_MB
     out = [
         "| way | µs | DRAM % of peak | MB read | MB written | blocks | threads | registers | "
         "occupancy % | load instr. (warp) | store instr. (warp) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for label, k in zip(PROFILED, kernels.values(), strict=False):
+    for label, k in zip(PROFILED, ncu_csv.kernels(lines), strict=False):
 
         def m(name, k=k):
             return k[name][0]
